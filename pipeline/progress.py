@@ -1,0 +1,66 @@
+"""Progress output: a line per stage, progress bars for long loops, --quiet and --json.
+
+Human output goes to stderr; with ``--json`` each event is one JSON object per line on stdout.
+"""
+
+import json
+import sys
+import time
+
+
+class _NoBar:
+    def __init__(self, *args, **kwargs):
+        self.n = 0
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Progress:
+    """``mode`` is "human" (default), "quiet" or "json"."""
+
+    def __init__(self, mode="human", stream=None):
+        self.mode = mode
+        self.stream = stream or sys.stderr
+
+    def log(self, message):
+        """A line of progress for a human; nothing in quiet or json mode."""
+        if self.mode == "human":
+            if "tqdm" in sys.modules:  # keep an open progress bar intact
+                sys.modules["tqdm"].tqdm.write(message, file=self.stream)
+            else:
+                print(message, file=self.stream, flush=True)
+
+    def event(self, kind, **fields):
+        """A machine-readable event (json mode only)."""
+        if self.mode == "json":
+            fields = dict(event=kind, time=round(time.time(), 3), **fields)
+            print(json.dumps(fields, sort_keys=True, default=str), file=sys.stdout, flush=True)
+
+    def bar(self, total=None, desc="", unit="it"):
+        """A progress bar (tqdm) for a human on a terminal or log; a no-op otherwise."""
+        if self.mode != "human":
+            return _NoBar()
+        from tqdm import tqdm
+
+        return tqdm(
+            total=total,
+            desc="  " + desc,
+            unit=unit,
+            file=self.stream,
+            leave=False,
+            mininterval=0.5,
+            dynamic_ncols=True,
+        )

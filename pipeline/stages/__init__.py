@@ -1,0 +1,94 @@
+"""Stages: functions from input artifacts and a config section to output artifacts.
+
+A stage declares what it reads and writes; the runner (``pipeline.runner``) owns the rest:
+the cache key, the temporary directory renamed into place, the manifest and the lock.
+
+    @stage("freeze", inputs={"saved_model": "export"}, outputs={"frozen_graph": "frozen.pb"})
+    def freeze(ctx):
+        ...write ctx.out_dir / "frozen.pb"...
+        return {"nodes": 123}          # key results, stored in manifest.json
+
+Stage modules import TensorFlow, tf2onnx, onnxruntime... inside their functions only.
+"""
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+# Canonical pipeline order. A config lists the stages it runs; they always run in this order.
+ORDER = ("train", "export", "freeze", "convert", "engine", "benchmark")
+
+# Modules that register stages, imported lazily by ``registry()``.
+_MODULES = (
+    "pipeline.stages.train",
+    "pipeline.stages.export",
+    "pipeline.stages.freeze",
+    "pipeline.stages.convert",
+    "pipeline.stages.engine",
+    "pipeline.stages.benchmark",
+)
+
+
+@dataclass
+class Stage:
+    name: str
+    func: Callable[["StageContext"], Dict[str, Any]]
+    # artifact name -> name of the stage that produces it
+    inputs: Dict[str, str]
+    # artifact name -> file or directory name inside the stage's output directory
+    outputs: Dict[str, str]
+    # bump when the stage's code changes what it writes: invalidates cached results
+    version: int = 1
+    # top-level config sections (besides stages.<name>) that change the stage's result
+    uses: tuple = ()
+    # optional: returns a reason string when the stage cannot run on this machine (-> pending)
+    pending_reason: Optional[Callable[["StageContext"], Optional[str]]] = None
+    doc: str = ""
+
+
+@dataclass
+class StageContext:
+    """What a stage function gets. It writes its outputs into ``out_dir`` only."""
+
+    name: str
+    out_dir: Path
+    inputs: Dict[str, Path]  # artifact name -> path (file or directory)
+    options: Any  # this stage's validated config section (a pydantic model)
+    config: Any  # the whole validated config (pipeline.config.Config)
+    target: Any  # the validated target (pipeline.targets.Target)
+    progress: Any  # pipeline.progress.Progress
+    run_dir: Path = field(default=None)
+
+    def output(self, artifact):
+        """Path of one of this stage's declared outputs inside ``out_dir``."""
+        return self.out_dir / _REGISTRY[self.name].outputs[artifact]
+
+
+_REGISTRY: Dict[str, Stage] = {}
+
+
+def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=None):
+    """Register a stage function under ``name``."""
+
+    def register(func):
+        _REGISTRY[name] = Stage(
+            name=name,
+            func=func,
+            inputs=dict(inputs or {}),
+            outputs=dict(outputs or {}),
+            version=version,
+            uses=tuple(uses),
+            pending_reason=pending_reason,
+            doc=(func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else "",
+        )
+        return func
+
+    return register
+
+
+def registry():
+    """All registered stages by name (imports the stage modules, which import nothing heavy)."""
+    for module in _MODULES:
+        importlib.import_module(module)
+    return _REGISTRY
