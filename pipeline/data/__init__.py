@@ -1,0 +1,1 @@
+"""Datasets: a synthetic shapes generator, image-folder and TFRecord indexing, tf.data pipelines."""
