@@ -1,0 +1,172 @@
+"""deploy: take a TensorFlow model from training to a TensorRT engine on an NVIDIA Jetson.
+
+The command line is a thin layer: each verb parses its flags and calls one library function.
+Nothing heavy is imported here, so ``deploy --help`` and ``deploy validate`` start fast.
+"""
+
+import argparse
+import json
+import sys
+
+from pipeline.errors import EXIT_BAD_INPUT, DeployError
+
+_ALL = "__all__"
+
+
+def cmd_run(args):
+    """Run the stages of a config: train, export, freeze, convert, engine, benchmark."""
+    from pipeline.config import load_config
+    from pipeline.progress import Progress
+    from pipeline.runner import format_summary, run
+
+    progress = Progress("json" if args.json else "quiet" if args.quiet else "human")
+    config = load_config(args.config, args.set)
+    target = config.load_target()
+    force = [f for f in (args.force or []) if f != _ALL]
+    progress.log("deploy run {} -> {}/{} (target {})".format(args.config, config.run.dir, config.run.name, target.name))
+    report = run(config, target, force=force, force_all=_ALL in (args.force or []), from_stage=args.from_stage,
+                 until=args.until, only=args.only, keep_going=args.keep_going, progress=progress)
+    if args.json:
+        progress.event("summary", run_dir=str(report.run_dir), exit_code=report.exit_code,
+                       stages=[vars(s) for s in report.stages])
+    elif not args.quiet:
+        print("\n" + format_summary(report), file=sys.stderr)
+    for s in report.stages:
+        if s.status == "failed":
+            print("deploy: error: stage {}: {}".format(s.name, s.message), file=sys.stderr)
+    return report.exit_code
+
+
+def cmd_validate(args):
+    """Check a config (schema, target, paths) without running anything."""
+    from pipeline.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config, args.set)
+    except ConfigError as e:
+        for problem in e.problems:
+            print("deploy: error: " + problem, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    target = config.load_target()
+    print("{}: ok (run {}, target {}, stages: {})".format(args.config, config.run.name, target.name, ", ".join(config.selected_stages())))
+    return 0
+
+
+def cmd_schema(args):
+    """Print the JSON Schema of a config file (point your editor's YAML plugin at it)."""
+    from pipeline.config import json_schema
+
+    print(json.dumps(json_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_data_shapes(args):
+    """Generate a small deterministic dataset of drawn shapes (4 classes, train/ and val/)."""
+    from pipeline.data.shapes import generate_shapes
+
+    summary = generate_shapes(args.dir, image_size=args.size, train_per_class=args.train_per_class,
+                              val_per_class=args.val_per_class, seed=args.seed)
+    print("{}: {} classes ({}), {} train / {} val images at {}x{}".format(
+        args.dir, len(summary["classes"]), ", ".join(summary["classes"]), summary["train"], summary["val"], args.size, args.size))
+    return 0
+
+
+def cmd_targets(args):
+    """List the devices deploy knows, or show one."""
+    from pipeline.targets import all_targets, describe_target, format_target_list, load_target
+
+    if args.name:
+        print(describe_target(load_target(args.name)))
+    else:
+        print(format_target_list(all_targets()))
+    return 0
+
+
+def _doc(func):
+    return func.__doc__.strip().splitlines()[0]
+
+
+def build_parser():
+    from pipeline import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="deploy",
+        description=__doc__.strip().splitlines()[0],
+        epilog="Exit codes: 0 success, 1 bad input or config, 2 model not deployable to the target, 3 a stage failed.",
+    )
+    parser.add_argument("--version", action="version", version="deploy " + __version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name, func):
+        p = sub.add_parser(name, help=_doc(func), description=_doc(func))
+        p.set_defaults(func=func)
+        return p
+
+    def add_set(p):
+        p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                       help="override a config key, e.g. --set stages.train.epochs=1 (repeatable)")
+
+    p = add("run", cmd_run)
+    p.add_argument("config", help="the YAML config, e.g. configs/jetson_tx2.yaml")
+    add_set(p)
+    p.add_argument("--force", nargs="?", const=_ALL, action="append", metavar="STAGE",
+                   help="rerun STAGE even if cached (all stages when no STAGE is given; repeatable)")
+    p.add_argument("--from", dest="from_stage", metavar="STAGE", help="start at STAGE (earlier stages must be cached)")
+    p.add_argument("--until", metavar="STAGE", help="stop after STAGE")
+    p.add_argument("--only", metavar="STAGE", help="run STAGE alone (earlier stages must be cached)")
+    p.add_argument("--keep-going", action="store_true", help="after a failed stage, run the stages that do not depend on it")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--quiet", "-q", action="store_true", help="print only errors")
+    out.add_argument("--json", action="store_true", help="machine-readable events, one JSON object per line on stdout")
+
+    p = add("validate", cmd_validate)
+    p.add_argument("config")
+    add_set(p)
+
+    add("schema", cmd_schema)
+
+    p = add("targets", cmd_targets)
+    p.add_argument("name", nargs="?", help="a target name, e.g. jetson_tx2")
+
+    data = sub.add_parser("data", help="make datasets", description="Make datasets.")
+    data_sub = data.add_subparsers(dest="data_command", metavar="KIND")
+    p = data_sub.add_parser("shapes", help=_doc(cmd_data_shapes), description=_doc(cmd_data_shapes))
+    p.set_defaults(func=cmd_data_shapes)
+    p.add_argument("dir", help="where to write it (must not exist or be empty)")
+    p.add_argument("--size", type=int, default=96, help="image size in pixels (default 96)")
+    p.add_argument("--train-per-class", type=int, default=60, help="training images per class (default 60)")
+    p.add_argument("--val-per-class", type=int, default=20, help="validation images per class (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    data.set_defaults(func=lambda args: _usage(data))
+    return parser
+
+
+def _usage(parser):
+    parser.print_help(sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        return _usage(parser)
+    try:
+        return args.func(args)
+    except DeployError as e:
+        if getattr(args, "json", False):
+            print(json.dumps({"event": "error", "message": e.message, "code": e.code}), flush=True)
+        print("deploy: error: " + e.message.splitlines()[0] + _more(e), file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("deploy: interrupted", file=sys.stderr)
+        return 130
+
+
+def _more(error):
+    extra = len(getattr(error, "problems", ())) - 1
+    return " (and {} more problem{}: deploy validate shows all)".format(extra, "s" if extra > 1 else "") if extra > 0 else ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

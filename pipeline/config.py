@@ -1,0 +1,405 @@
+"""The deployment config: one YAML file, loaded with PyYAML's safe loader into one validated schema.
+
+The schema (pydantic) owns every default. Errors name the file, the line where possible, the key
+path and what is allowed::
+
+    configs/x.yaml:14 stages.engine.precision: 'fp8' is not one of 'fp32', 'fp16', 'int8'
+
+``extends: base.yaml`` merges a base config under this one (mappings merge key by key, anything
+else is replaced); ``--set stages.train.epochs=1`` overrides a key from the command line.
+"""
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Dict, List, Literal, Optional, Tuple
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.errors import DeployError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# ---------------------------------------------------------------------------------- sections
+
+
+class RunSection(_Section):
+    """Where results go: ``<dir>/<name>/<stage>/``."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Run name; the run directory is <dir>/<name>.")
+    dir: str = Field("runs", description="Directory holding run directories (relative to the working directory).")
+
+
+ZOO = ("mobilenet_v2", "small_cnn")
+
+
+class ModelSection(_Section):
+    """The model: a zoo architecture trained by the train stage, or a user's model file."""
+
+    zoo: Optional[Literal["mobilenet_v2", "small_cnn"]] = Field(None, description="Architecture built and trained by deploy.")
+    source: Optional[str] = Field(
+        None,
+        description="A model you already have: .keras/.h5 (skips train), a SavedModel directory "
+        "(skips train and export) or a frozen .pb (skips train, export and freeze).",
+    )
+    input_size: int = Field(96, ge=32, le=1024, description="Input height and width in pixels.")
+    alpha: float = Field(1.0, gt=0, le=1.4, description="mobilenet_v2 width multiplier (e.g. 0.35, 0.5, 0.75, 1.0).")
+    dropout: float = Field(0.2, ge=0, lt=1, description="Dropout rate before the classifier.")
+    num_classes: Optional[int] = Field(None, ge=2, description="Number of classes; default: the dataset's.")
+    bn_momentum: float = Field(0.9, gt=0, lt=1, description="Batch norm moving-average momentum (0.9 suits short runs).")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.zoo is None) == (self.source is None):
+            raise ValueError("give exactly one of model.zoo (" + ", ".join(ZOO) + ") or model.source (a model file)")
+        return self
+
+
+class DatasetSection(_Section):
+    """Images for training, numeric comparisons and benchmarks."""
+
+    path: str = Field(description="Image folder (one subfolder per class, optionally under train/ and val/) or TFRecord glob.")
+    format: Literal["folder", "tfrecord"] = "folder"
+    generate: Optional[Literal["shapes"]] = Field(
+        None, description="Generate this synthetic dataset at `path` when it is missing (`deploy data shapes`)."
+    )
+    train_per_class: int = Field(150, ge=1, description="Images per class in train/ when deploy generates the dataset.")
+    val_per_class: int = Field(30, ge=0, description="Images per class in val/ when deploy generates the dataset.")
+    val_split: float = Field(0.2, ge=0, lt=1, description="Fraction held out for validation when there is no val/ folder.")
+    seed: int = 0
+
+
+class TrainOptions(_Section):
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(32, ge=1)
+    learning_rate: float = Field(1e-3, gt=0)
+    optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
+    augment: bool = False
+    seed: int = 0
+    init_from: Optional[str] = Field(None, description="Checkpoint or .keras/.weights.h5 file to start from (fine-tuning).")
+
+
+class ExportOptions(_Section):
+    input_name: str = Field("input", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    output_name: str = Field("probabilities", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class FreezeOptions(_Section):
+    pass
+
+
+class ConvertOptions(_Section):
+    format: Literal["onnx"] = Field("onnx", description="onnx (uff comes with a later release).")
+    opset: Optional[int] = Field(None, ge=7, le=21, description="ONNX opset; default: the highest the target's TensorRT parses.")
+    tolerance: float = Field(1e-4, gt=0, description="Max abs difference allowed between TensorFlow and ONNX Runtime outputs.")
+    compare_samples: int = Field(16, ge=1, description="Dataset images used for the TensorFlow vs ONNX comparison.")
+
+
+class EngineOptions(_Section):
+    precision: Literal["fp32", "fp16", "int8"] = "fp16"
+    workspace_mb: int = Field(1024, ge=16)
+    max_batch_size: int = Field(8, ge=1)
+
+
+class BenchmarkOptions(_Section):
+    batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1)
+    warmup: int = Field(10, ge=0)
+    iterations: int = Field(100, ge=1)
+    duration_s: Optional[float] = Field(None, gt=0, description="Run at least this long per batch size (overrides iterations if longer).")
+    inputs: Literal["dataset", "random"] = "dataset"
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive(cls, v):
+        if any(b < 1 for b in v):
+            raise ValueError("batch sizes must be >= 1")
+        return v
+
+
+class Stages(_Section):
+    """Stages to run, in pipeline order. A stage listed with no options uses the defaults."""
+
+    train: Optional[TrainOptions] = None
+    export: Optional[ExportOptions] = None
+    freeze: Optional[FreezeOptions] = None
+    convert: Optional[ConvertOptions] = None
+    engine: Optional[EngineOptions] = None
+    benchmark: Optional[BenchmarkOptions] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_means_defaults(cls, data):
+        # `export:` with nothing after it means "run it with the defaults".
+        if isinstance(data, dict):
+            return {k: ({} if v is None else v) for k, v in data.items()}
+        return data
+
+
+class Config(_Section):
+    run: RunSection
+    model: ModelSection
+    dataset: Optional[DatasetSection] = None
+    target: str = Field(description="A device file in targets/ (see `deploy targets`).")
+    stages: Stages
+
+    # Where the config came from (not part of the schema).
+    _path: Optional[Path] = None
+    _source: Optional[object] = None
+
+    @property
+    def path(self):
+        return self._path
+
+    def where(self, *keypath):
+        """``file:line`` of a key path, for error messages."""
+        return self._source.locate(tuple(keypath)) if self._source else str(self._path)
+
+    def load_target(self):
+        """The validated target this config names (error points at the config's ``target:`` line)."""
+        from pipeline.targets import load_target
+
+        try:
+            target = load_target(self.target)
+        except DeployError as e:
+            raise DeployError("{} target: {}".format(self.where("target"), e.message), e.code)
+        engine = self.stages.engine
+        if engine is not None and not target.supports_precision(engine.precision):
+            raise DeployError("{} stages.engine.precision: {} is not supported on {} (it has {})".format(
+                self.where("stages", "engine", "precision"), engine.precision, target.name, ", ".join(target.precisions)))
+        convert = self.stages.convert
+        if convert is not None and convert.opset is not None and not target.supports_opset(convert.opset):
+            raise DeployError("{} stages.convert.opset: {} is above what {} on {} parses (max {}); leave it unset".format(
+                self.where("stages", "convert", "opset"), convert.opset,
+                "TensorRT " + target.tensorrt if target.tensorrt else target.runtime, target.name, target.max_opset))
+        return target
+
+    def selected_stages(self):
+        """Names of the stages the config lists, in pipeline order."""
+        from pipeline.stages import ORDER
+
+        return [name for name in ORDER if getattr(self.stages, name) is not None]
+
+    def section_digest(self, *names):
+        """sha256 of the given top-level sections (canonical JSON) — part of stage cache keys."""
+        data = {n: _dump(getattr(self, n)) for n in names}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _dump(value):
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def json_schema():
+    """The JSON Schema of a config file (for editors)."""
+    schema = Config.model_json_schema()
+    schema["properties"]["extends"] = {"type": "string", "description": "A base config this one extends (relative path)."}
+    schema["title"] = "deploy config"
+    return schema
+
+
+# ---------------------------------------------------------------------------------- loading
+
+
+class _Source:
+    """Line numbers of each key path in each file that contributed to the merged config."""
+
+    def __init__(self):
+        self.files = []  # [(path, {keypath: line})], the most specific (last merged) first
+        self.overrides = []  # key paths set with --set
+
+    def locate(self, keypath):
+        if keypath and any(keypath[: len(p)] == p or p[: len(keypath)] == keypath for p in self.overrides):
+            return "--set"
+        for path, lines in self.files:
+            for n in range(len(keypath), 0, -1):
+                if keypath[:n] in lines:
+                    return "{}:{}".format(path, lines[keypath[:n]])
+        return str(self.files[0][0]) if self.files else "<config>"
+
+
+def _line_map(node, prefix=()):
+    """{key path tuple: 1-based line} for a composed YAML node."""
+    import yaml
+
+    out = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            path = prefix + (key_node.value,)
+            out[path] = key_node.start_mark.line + 1
+            out.update(_line_map(value_node, path))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[prefix + (i,)] = item.start_mark.line + 1
+            out.update(_line_map(item, prefix + (i,)))
+    return out
+
+
+def _read_yaml(path):
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DeployError("{}: config file not found".format(path))
+    except (OSError, UnicodeDecodeError) as e:
+        raise DeployError("{}: cannot read config: {}".format(path, e))
+    try:
+        data = yaml.safe_load(text)
+        lines = _line_map(yaml.compose(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = "{}:{}".format(path, mark.line + 1) if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise DeployError("{} invalid YAML: {}".format(where, problem))
+    if data is None:
+        raise DeployError("{}: config file is empty".format(path))
+    if not isinstance(data, dict):
+        raise DeployError("{}: a config is a mapping of keys (run, model, dataset, target, stages), got {}".format(path, type(data).__name__))
+    return data, lines
+
+
+def _merge(base, over):
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _load_tree(path, source, seen):
+    path = Path(path)
+    if path.resolve() in seen:
+        raise DeployError("{}: 'extends' loops back to {}".format(seen[-1] if seen else path, path))
+    data, lines = _read_yaml(path)
+    source.files.insert(0, (path, lines))
+    base_name = data.pop("extends", None)
+    if base_name is None:
+        return data
+    if not isinstance(base_name, str):
+        raise DeployError("{}:{} extends: expected a file name, got {!r}".format(path, lines.get(("extends",), "?"), base_name))
+    base_path = path.parent / base_name
+    if not base_path.exists():
+        raise DeployError("{}:{} extends: base config {} not found".format(path, lines.get(("extends",), "?"), base_path))
+    base = _load_tree(base_path, source, seen + [path.resolve()])
+    # the base was inserted at position 0; this file is more specific, so it goes first again
+    source.files.remove((path, lines))
+    source.files.insert(0, (path, lines))
+    return _merge(base, data)
+
+
+def parse_override(text):
+    """``a.b.c=value`` -> (("a", "b", "c"), value parsed as YAML)."""
+    import yaml
+
+    if "=" not in text:
+        raise DeployError("--set {!r}: expected KEY.PATH=VALUE, e.g. --set stages.train.epochs=1".format(text))
+    key, _, raw = text.partition("=")
+    keypath = tuple(p for p in key.strip().split(".") if p)
+    if not keypath:
+        raise DeployError("--set {!r}: empty key path".format(text))
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    return keypath, value
+
+
+def _apply_override(data, keypath, value, text):
+    node = data
+    for i, part in enumerate(keypath[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise DeployError("--set {}: {} is not a mapping".format(text, ".".join(keypath[: i + 1])))
+        node = child
+    node[keypath[-1]] = value
+
+
+def load_config(path, overrides=()):
+    """Load, merge (extends, --set) and validate a config. Raises DeployError listing every problem."""
+    source = _Source()
+    data = _load_tree(Path(path), source, [])
+    for text in overrides:
+        keypath, value = parse_override(text)
+        _apply_override(data, keypath, value, text)
+        source.overrides.append(keypath)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as e:
+        problems = [_describe(err, source) for err in e.errors()]
+        message = problems[0]
+        if len(problems) > 1:
+            message += "\n" + "\n".join(problems[1:])
+        raise ConfigError(message, problems)
+    config._path = Path(path)
+    config._source = source
+    return config
+
+
+class ConfigError(DeployError):
+    """Every problem found in a config, one line each (``problems``)."""
+
+    def __init__(self, message, problems):
+        super().__init__(message)
+        self.problems = problems
+
+
+# ---------------------------------------------------------------------------------- messages
+
+
+def _model_at(keypath):
+    """The pydantic model class that holds the mapping at ``keypath`` (for key suggestions)."""
+    model = Config
+    for part in keypath:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return None
+        model = _model_class(field.annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _model_class(annotation):
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_class(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(err, source):
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in ("list", "dict"))))
+    kind = err["type"]
+    value = err.get("input")
+    where = source.locate(loc)
+    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = sorted(parent.model_fields) if parent else []
+        if parent is Config:
+            allowed = sorted(allowed + ["extends"])
+        guess = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        hint = "did you mean '{}'? ".format(guess[0]) if guess else ""
+        text = "unknown key; {}allowed: {}".format(hint, ", ".join(allowed))
+    elif kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        text = "{!r} is not one of {}".format(value, expected.replace(" or ", ", "))
+    elif kind == "missing":
+        text = "required key is missing"
+    elif kind == "value_error":
+        text = str(err["msg"]).replace("Value error, ", "")
+    else:
+        text = "{} (got {!r})".format(err["msg"], value) if not isinstance(value, dict) else err["msg"]
+    if kind == "value_error" and not loc:
+        return "{} {}".format(where, text)
+    return "{} {}: {}".format(where, dotted, text)

@@ -1,0 +1,193 @@
+"""Config loading and validation: every rule, with its message."""
+
+import json
+
+import pytest
+
+from pipeline.config import ConfigError, json_schema, load_config
+from pipeline.errors import DeployError
+
+from conftest import ROOT, deploy
+
+GOOD = """\
+run:
+  name: demo
+model:
+  zoo: small_cnn
+  input_size: 32
+target: host_cpu
+stages:
+  train:
+    epochs: 2
+  export:
+  convert:
+"""
+
+
+def test_good_config_gets_defaults(write):
+    config = load_config(write("c.yaml", GOOD))
+    assert config.stages.train.epochs == 2
+    assert config.stages.train.batch_size == 32  # default owned by the schema
+    assert config.stages.export.input_name == "input"  # `export:` with no value = defaults
+    assert config.stages.freeze is None
+    assert config.selected_stages() == ["train", "export", "convert"]
+    assert config.run.dir == "runs"
+
+
+def test_unknown_key_names_file_line_and_suggests(write):
+    path = write("c.yaml", GOOD.replace("    epochs: 2", "    epoch: 2"))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == (
+        "{}:9 stages.train.epoch: unknown key; did you mean 'epochs'? "
+        "allowed: augment, batch_size, epochs, init_from, learning_rate, optimizer, seed".format(path)
+    )
+
+
+def test_unknown_stage_suggests_closest(write):
+    path = write("c.yaml", GOOD.replace("  convert:", "  convrt:"))
+    with pytest.raises(ConfigError, match=r"c.yaml:11 stages.convrt: unknown key; did you mean 'convert'\?"):
+        load_config(path)
+
+
+def test_bad_value_lists_allowed(write):
+    path = write("c.yaml", GOOD + "  engine:\n    precision: fp8\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == "{}:13 stages.engine.precision: 'fp8' is not one of 'fp32', 'fp16', 'int8'".format(path)
+
+
+def test_wrong_type(write):
+    path = write("c.yaml", GOOD.replace("epochs: 2", "epochs: many"))
+    with pytest.raises(ConfigError, match=r"c.yaml:9 stages.train.epochs: Input should be a valid integer.*\(got 'many'\)"):
+        load_config(path)
+
+
+def test_out_of_range(write):
+    path = write("c.yaml", GOOD.replace("input_size: 32", "input_size: 8"))
+    with pytest.raises(ConfigError, match=r"c.yaml:5 model.input_size: Input should be greater than or equal to 32"):
+        load_config(path)
+
+
+def test_missing_required_key(write):
+    path = write("c.yaml", GOOD.replace("target: host_cpu\n", ""))
+    with pytest.raises(ConfigError, match=r"c.yaml target: required key is missing"):
+        load_config(path)
+
+
+def test_model_needs_zoo_or_source(write):
+    path = write("c.yaml", GOOD.replace("  zoo: small_cnn\n", ""))
+    with pytest.raises(ConfigError, match=r"c.yaml:3 model: give exactly one of model.zoo \(mobilenet_v2, small_cnn\) or model.source"):
+        load_config(path)
+
+
+def test_every_problem_is_reported(write):
+    path = write("c.yaml", GOOD.replace("epochs: 2", "epochs: 0").replace("input_size: 32", "input_sise: 32"))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert len(e.value.problems) == 2
+    assert any("model.input_sise: unknown key; did you mean 'input_size'?" in p for p in e.value.problems)
+    assert any("stages.train.epochs: Input should be greater than or equal to 1" in p for p in e.value.problems)
+
+
+def test_extends_merges_and_errors_point_at_the_right_file(write):
+    base = write("base.yaml", GOOD)
+    child = write("child.yaml", "extends: base.yaml\nrun:\n  name: child\nstages:\n  train:\n    epochs: 5\n")
+    config = load_config(child)
+    assert config.run.name == "child"
+    assert config.stages.train.epochs == 5
+    assert config.model.zoo == "small_cnn"  # from the base
+    assert config.stages.export is not None  # base's stages are kept
+    write("child.yaml", "extends: base.yaml\nstages:\n  train:\n    epochs: -1\n")
+    with pytest.raises(ConfigError, match=r"child.yaml:4 stages.train.epochs"):
+        load_config(child)
+    write("base.yaml", GOOD.replace("zoo: small_cnn", "zoo: resnet"))
+    write("child.yaml", "extends: base.yaml\n")
+    with pytest.raises(ConfigError, match=r"base.yaml:4 model.zoo: 'resnet' is not one of"):
+        load_config(child)
+    assert base.exists()
+
+
+def test_extends_missing_and_loop(write):
+    path = write("c.yaml", "extends: nothere.yaml\n" + GOOD)
+    with pytest.raises(DeployError, match=r"c.yaml:1 extends: base config .*nothere.yaml not found"):
+        load_config(path)
+    a = write("a.yaml", "extends: b.yaml\n")
+    write("b.yaml", "extends: a.yaml\n")
+    with pytest.raises(DeployError, match=r"'extends' loops back"):
+        load_config(a)
+
+
+def test_set_overrides_and_its_errors(write):
+    path = write("c.yaml", GOOD)
+    config = load_config(path, ["stages.train.epochs=1", "stages.benchmark.batch_sizes=[1, 4]", "run.name=other"])
+    assert config.stages.train.epochs == 1
+    assert config.stages.benchmark.batch_sizes == [1, 4]
+    assert config.run.name == "other"
+    with pytest.raises(ConfigError, match=r"^--set stages.train.epochs: Input should be a valid integer"):
+        load_config(path, ["stages.train.epochs=abc"])
+    with pytest.raises(ConfigError, match=r"^--set stages.trian: unknown key; did you mean 'train'\?"):
+        load_config(path, ["stages.trian.epochs=1"])
+    with pytest.raises(DeployError, match=r"--set 'epochs': expected KEY.PATH=VALUE"):
+        load_config(path, ["epochs"])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "config file is empty"),
+    ("- a\n- b\n", "a config is a mapping of keys"),
+    ("run:\n  name: [x\n", "c.yaml:3 invalid YAML"),
+    ("<html><body>not yaml: at all</body>\n  x: : y", "invalid YAML"),
+])
+def test_unreadable_configs(write, text, message):
+    with pytest.raises(DeployError, match=message):
+        load_config(write("c.yaml", text))
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(DeployError, match=r"nope.yaml: config file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_target_is_checked_with_suggestion_and_capabilities(write):
+    config = load_config(write("c.yaml", GOOD.replace("host_cpu", "jetson_tx")))
+    with pytest.raises(DeployError, match=r"c.yaml:6 target: unknown target 'jetson_tx': did you mean 'jetson_tx2'\?"):
+        config.load_target()
+    config = load_config(write("c.yaml", GOOD.replace("host_cpu", "jetson_tx2") + "  engine:\n    precision: int8\n"))
+    with pytest.raises(DeployError, match=r"c.yaml:13 stages.engine.precision: int8 is not supported on jetson_tx2 \(it has fp32, fp16\)"):
+        config.load_target()
+    config = load_config(write("c.yaml", GOOD.replace("host_cpu", "jetson_tx2")), ["stages.convert.opset=15"])
+    with pytest.raises(DeployError, match=r"--set stages.convert.opset: 15 is above what TensorRT 8.2.1 on jetson_tx2 parses \(max 13\)"):
+        config.load_target()
+
+
+@pytest.mark.parametrize("name", ["jetson_tx2", "jetson_nano", "xavier_nx", "agx_orin"])
+def test_shipped_configs_validate(name):
+    config = load_config(ROOT / "configs" / (name + ".yaml"))
+    target = config.load_target()
+    assert target.name == name
+    assert config.run.name == name
+    assert config.selected_stages() == ["train", "export", "freeze", "convert", "engine", "benchmark"]
+    assert config.model.zoo == "mobilenet_v2" and config.model.alpha == 0.35
+
+
+def test_schema_is_json_schema_of_the_config():
+    schema = json_schema()
+    assert set(schema["properties"]) >= {"run", "model", "dataset", "target", "stages", "extends"}
+    assert "TrainOptions" in json.dumps(schema)
+
+
+def test_cli_validate_and_schema(write):
+    ok = deploy("validate", ROOT / "configs" / "jetson_tx2.yaml")
+    assert ok.returncode == 0, ok.stderr
+    assert "ok (run jetson_tx2, target jetson_tx2" in ok.stdout
+    bad = write("c.yaml", GOOD.replace("epochs: 2", "epoch: 2").replace("input_size: 32", "input_size: 3"))
+    res = deploy("validate", bad)
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("deploy: error: ") for line in lines)
+    res = deploy("run", bad)
+    assert res.returncode == 1
+    assert res.stderr.count("\n") == 1 and "(and 1 more problem: deploy validate shows all)" in res.stderr
+    assert "Traceback" not in res.stderr
+    schema = deploy("schema")
+    assert schema.returncode == 0 and json.loads(schema.stdout)["title"] == "deploy config"

@@ -1,0 +1,211 @@
+"""The runner: cache hits and misses, --force/--from/--until/--only, failures, atomicity, the lock."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import fake_stages
+from pipeline.config import load_config
+from pipeline.errors import DeployError
+from pipeline.lock import RunLock
+from pipeline.progress import Progress
+from pipeline.runner import format_summary, run
+from pipeline.targets import load_target
+
+from conftest import ROOT
+
+CONFIG = """\
+run:
+  name: demo
+  dir: {runs}
+model:
+  zoo: small_cnn
+target: host_cpu
+stages:
+  train:
+    epochs: 2
+  export:
+  freeze:
+"""
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setattr("pipeline.runner.registry", lambda: fake_stages.STAGES)
+    fake_stages.CALLS.clear()
+    path = tmp_path / "c.yaml"
+    path.write_text(CONFIG.format(runs=tmp_path / "runs"))
+
+    def go(*overrides, **flags):
+        config = load_config(path, list(overrides))
+        fake_stages.CALLS.clear()
+        return run(config, load_target(config.target), progress=Progress("quiet"), **flags)
+
+    go.run_dir = tmp_path / "runs" / "demo"
+    go.config_path = path
+    return go
+
+
+def statuses(report):
+    return {s.name: s.status for s in report.stages}
+
+
+def test_first_run_runs_then_everything_is_cached(setup):
+    first = setup()
+    assert statuses(first) == {"train": "ran", "export": "ran", "freeze": "ran"}
+    assert first.exit_code == 0
+    second = setup()
+    assert statuses(second) == {"train": "cached", "export": "cached", "freeze": "cached"}
+    assert fake_stages.CALLS == []
+    assert second.stages[0].results == {"summary": "acc 1.0", "epochs": 2}
+
+
+def test_manifest_records_digest_hashes_tools_and_results(setup):
+    setup()
+    manifest = json.loads((setup.run_dir / "export" / "manifest.json").read_text())
+    assert manifest["status"] == "ok" and manifest["stage"] == "export"
+    assert set(manifest) >= {"key", "config_digest", "inputs", "outputs", "tools", "started", "duration_s", "results"}
+    assert len(manifest["inputs"]["keras_model"]["sha256"]) == 64
+    assert manifest["outputs"]["saved_model"]["path"] == "saved"
+    assert manifest["tools"]["python"].count(".") == 2
+    assert manifest["results"] == {"summary": "exported"}
+
+
+def test_changed_options_rerun_that_stage_and_what_depends_on_its_output(setup):
+    setup()
+    report = setup("stages.export.input_name=image")
+    assert statuses(report) == {"train": "cached", "export": "ran", "freeze": "ran"}
+    report = setup("stages.train.epochs=3")
+    assert statuses(report) == {"train": "ran", "export": "ran", "freeze": "ran"}
+    # a change in a section a stage uses (train uses `model`) is a miss too; the fake train
+    # writes the same bytes, so what reads its output stays cached
+    report = setup("stages.train.epochs=3", "model.input_size=64")
+    assert statuses(report) == {"train": "ran", "export": "cached", "freeze": "cached"}
+
+
+def test_same_output_downstream_stays_cached(setup):
+    setup()
+    # rerunning train with --force gives the same bytes, so export's input hash is unchanged
+    report = setup(force=["train"])
+    assert statuses(report) == {"train": "ran", "export": "cached", "freeze": "cached"}
+
+
+def test_force_all_from_until_only(setup):
+    setup()
+    assert set(statuses(setup(force_all=True)).values()) == {"ran"}
+    assert statuses(setup(from_stage="export", force=["export"])) == {"train": "cached", "export": "ran", "freeze": "cached"}
+    report = setup("stages.train.epochs=7", until="train")
+    assert statuses(report) == {"train": "ran", "export": "skipped", "freeze": "skipped"}
+    assert statuses(setup("stages.train.epochs=7", only="export")) == {"train": "cached", "export": "ran", "freeze": "skipped"}
+
+
+def test_from_needs_an_up_to_date_upstream(setup):
+    setup()
+    with pytest.raises(DeployError, match=r"stage 'train' has no up-to-date result in .*train \(its config or inputs changed\)"):
+        setup("stages.train.epochs=9", from_stage="export")
+    with pytest.raises(DeployError, match=r"--from convert: not a stage of this config \(stages: train, export, freeze\)"):
+        setup(from_stage="convert")
+
+
+def test_failed_stage_leaves_nothing_and_stops(setup):
+    report = setup("stages.export.input_name=fail")
+    assert statuses(report) == {"train": "ran", "export": "failed", "freeze": "not run"}
+    assert report.exit_code == 3
+    assert report.stages[1].message == "export failed on purpose"
+    assert not (setup.run_dir / "export").exists()
+    assert list(setup.run_dir.glob(".tmp-*")) == []
+    table = format_summary(report)
+    assert "export  failed   0.0s  export failed on purpose" in table
+    assert "freeze  not run  -     an earlier stage failed" in table
+
+
+def test_pending_stage_and_its_dependents(setup, write):
+    text = setup.config_path.read_text() + "  convert:\n  engine:\n  benchmark:\n"
+    setup.config_path.write_text(text)
+    report = setup()
+    st = statuses(report)
+    assert st["convert"] == "ran" and st["engine"] == "pending" and st["benchmark"] == "pending"
+    assert report.stages[-1].message == "waits for engine (pending: no TensorRT here)"
+    assert report.exit_code == 0
+
+
+def test_interrupted_stage_keeps_previous_result_and_leaves_no_partial_output(setup, monkeypatch):
+    setup()
+    before = (setup.run_dir / "export" / "saved" / "graph.txt").read_text()
+
+    def interrupted(ctx):
+        (ctx.out_dir / "saved").mkdir()
+        (ctx.out_dir / "saved" / "graph.txt").write_text("half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fake_stages.STAGES["export"], "func", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        setup(force=["export"])
+    assert (setup.run_dir / "export" / "saved" / "graph.txt").read_text() == before
+    assert list(setup.run_dir.glob(".tmp-*")) == []
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import fake_stages
+    fake_stages.install()
+    from pipeline.cli import main
+    sys.exit(main(["run", {config!r}, "--quiet"]))
+""")
+
+
+def _run_fake_cli(config, env=None):
+    script = KILL_SCRIPT.format(tests=str(ROOT / "tests"), config=str(config))
+    return subprocess.Popen([sys.executable, "-c", script], cwd=str(ROOT), env=dict(os.environ, **(env or {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_kill_9_mid_stage_then_rerun_redoes_it(setup):
+    proc = _run_fake_cli(setup.config_path, {"FAKE_TRAIN_SLEEP": "30"})
+    deadline = time.time() + 30
+    while not list(setup.run_dir.glob(".tmp-train-*/started")) and time.time() < deadline:
+        time.sleep(0.05)
+    assert list(setup.run_dir.glob(".tmp-train-*/started")), proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (setup.run_dir / "train").exists()  # nothing a later run could trust
+    proc = _run_fake_cli(setup.config_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert (setup.run_dir / "train" / "manifest.json").exists()
+    assert list(setup.run_dir.glob(".tmp-*")) == []  # the dead run's leftovers are gone
+
+
+def test_lock_names_the_holder_and_stale_locks_are_taken_over(setup):
+    setup.run_dir.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from pipeline.lock import RunLock
+        RunLock(sys.argv[1]).acquire()
+        print("locked", flush=True)
+        time.sleep(60)
+    """), str(setup.run_dir)], cwd=str(ROOT), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(DeployError, match=r"is locked by another deploy run \(pid {}\)".format(holder.pid)):
+            setup()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died without unlocking: its lock file (with its pid) is left, and taken over
+    assert (setup.run_dir / ".lock").read_text() == str(holder.pid)
+    assert setup().exit_code == 0
+
+
+def test_lock_is_released(tmp_path):
+    with RunLock(tmp_path):
+        pass
+    with RunLock(tmp_path):
+        pass
