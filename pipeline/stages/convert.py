@@ -1,0 +1,114 @@
+"""convert: frozen graph to ONNX with tf2onnx at the target's opset, checked and compared with TF."""
+
+import json
+
+from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError, StageFailed
+from pipeline.stages import stage
+
+
+@stage(
+    "convert",
+    inputs={"frozen_graph": "freeze", "io": "freeze"},
+    outputs={"onnx": "model.onnx", "comparison": "comparison.json"},
+    version=1,
+    uses=("target", "dataset"),
+)
+def convert(ctx):
+    """Convert to ONNX (tf2onnx), run onnx.checker, compare with TensorFlow on dataset images."""
+    opset = choose_opset(ctx.options.opset, ctx.target)
+    from pipeline.tf.graph import infer_io, load_graph_def
+
+    graph_def = load_graph_def(ctx.inputs["frozen_graph"])
+    if "io" in ctx.inputs:
+        with open(str(ctx.inputs["io"])) as f:
+            io = json.load(f)
+    else:
+        io = infer_io(graph_def)
+    model = to_onnx(graph_def, io, opset)
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as e:
+        raise StageFailed("onnx.checker rejects the converted model: {}".format(str(e).splitlines()[0]))
+    onnx.save(model, str(ctx.output("onnx")))
+    comparison = compare_with_tf(ctx, graph_def, io)
+    with open(str(ctx.output("comparison")), "w") as f:
+        json.dump(comparison, f, indent=2, sort_keys=True)
+    if comparison["max_abs_diff"] > ctx.options.tolerance:
+        raise StageFailed(
+            "ONNX Runtime and TensorFlow outputs differ by {:.3g} (> stages.convert.tolerance {:g}) on {}".format(
+                comparison["max_abs_diff"], ctx.options.tolerance, comparison["inputs"]))
+    ops = sorted({n.op_type for n in model.graph.node})
+    return {
+        "summary": "opset {}, {} nodes, max diff {:.2g}".format(opset, len(model.graph.node), comparison["max_abs_diff"]),
+        "opset": opset,
+        "nodes": len(model.graph.node),
+        "op_types": ops,
+        "max_abs_diff": comparison["max_abs_diff"],
+    }
+
+
+def choose_opset(requested, target):
+    """The ONNX opset to emit: the target's highest unless the config asks for one it parses."""
+    high, low = target.max_opset, target.min_opset
+    if requested is None:
+        return high
+    if requested > high or (low is not None and requested < low):
+        where = "TensorRT {}".format(target.tensorrt) if target.tensorrt else target.runtime
+        raise DeployError("stages.convert.opset: {} is outside what {} on {} parses ({}..{}); leave it unset to use {}".format(
+            requested, where, target.name, low if low is not None else "", high, high))
+    return requested
+
+
+def to_onnx(graph_def, io, opset):
+    """tf2onnx.convert.from_graph_def with every unsupported op reported at once."""
+    import logging
+
+    from pipeline.tf import import_tf
+
+    import_tf()
+    import tf2onnx
+
+    tf2onnx.logging.set_level(logging.ERROR)
+    inputs = [i["name"] + ":0" for i in io["inputs"]]
+    outputs = [o["name"] + ":0" for o in io["outputs"]]
+    try:
+        model, _ = tf2onnx.convert.from_graph_def(graph_def, input_names=inputs, output_names=outputs, opset=opset)
+    except Exception as e:  # tf2onnx raises ValueError/RuntimeError/KeyError... with the reason
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "Unsupported ops" in text or "not supported" in text:
+            raise DeployError("tf2onnx cannot convert the graph at opset {}: {}".format(opset, text), code=EXIT_NOT_DEPLOYABLE)
+        raise StageFailed("tf2onnx failed at opset {}: {}".format(opset, text))
+    return model
+
+
+def compare_with_tf(ctx, graph_def, io):
+    """Run the frozen graph (TensorFlow) and the ONNX model (ONNX Runtime) on the same images."""
+    import numpy as np
+
+    from pipeline.runtimes import load_onnx
+    from pipeline.stages._data import sample_images
+    from pipeline.tf.graph import run_graph_def
+
+    if len(io["inputs"]) != 1:
+        raise DeployError("convert compares models with one image input; this graph has {}".format(len(io["inputs"])))
+    shape = io["inputs"][0]["shape"]
+    if not shape or len(shape) != 4 or shape[1] is None or shape[2] is None:
+        raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input".format(io["inputs"][0]["name"], shape))
+    images, source = sample_images(ctx.config, ctx.options.compare_samples, (shape[1], shape[2]))
+    reference = run_graph_def(graph_def, io, {io["inputs"][0]["name"]: images})
+    session = load_onnx(ctx.output("onnx"))
+    got = session.run({session.inputs[0][0]: images})
+    per_output = {}
+    for spec, want, have in zip(io["outputs"], reference, got):
+        diff = np.abs(np.asarray(want, dtype=np.float64) - np.asarray(have, dtype=np.float64))
+        per_output[spec["name"]] = {"max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean())}
+    return {
+        "inputs": source,
+        "samples": int(images.shape[0]),
+        "tolerance": ctx.options.tolerance,
+        "outputs": per_output,
+        "max_abs_diff": max(v["max_abs_diff"] for v in per_output.values()),
+        "runtimes": {"reference": "tensorflow", "candidate": session.label},
+    }

@@ -1,0 +1,133 @@
+"""train: build a zoo model (or start from ``init_from``) and fit it on the dataset."""
+
+import json
+from pathlib import Path
+
+from pipeline.errors import DeployError
+from pipeline.stages import stage
+
+
+@stage(
+    "train",
+    outputs={"keras_model": "model.keras", "history": "history.json", "checkpoints": "checkpoints"},
+    version=1,
+    uses=("model", "dataset"),
+)
+def train(ctx):
+    """Train the zoo model on the dataset; a checkpoint per epoch, loss and accuracy per epoch."""
+    opts, model_cfg = ctx.options, ctx.config.model
+    if opts.init_from and not Path(opts.init_from).exists():
+        raise DeployError("stages.train.init_from: {} not found; give an existing .keras file".format(opts.init_from))
+    from pipeline.stages._data import dataset_index
+
+    index = dataset_index(ctx.config)
+    num_classes = model_cfg.num_classes or len(index.classes)
+    if len(index.classes) > num_classes:
+        raise DeployError("model.num_classes: {} but the dataset has {} classes".format(num_classes, len(index.classes)))
+
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    import keras
+
+    from pipeline.data.tfdata import make_datasets
+    from pipeline.models.zoo import build_model
+
+    keras.utils.set_random_seed(opts.seed)
+    train_ds, val_ds = make_datasets(index, model_cfg.input_size, opts.batch_size, seed=opts.seed, augment=opts.augment)
+    try:
+        model = build_model(model_cfg, num_classes)
+    except ValueError as e:
+        raise DeployError("model: cannot build {} with input_size {} and alpha {}: {}".format(
+            model_cfg.zoo, model_cfg.input_size, model_cfg.alpha, str(e).splitlines()[0]))
+    restore = restore_matching(model, opts.init_from, ctx.progress) if opts.init_from else None
+    optimizer = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}
+    model.compile(optimizer=optimizer[opts.optimizer](learning_rate=opts.learning_rate),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    ckpt_dir = ctx.output("checkpoints")
+    ckpt_dir.mkdir()
+    callbacks = [
+        keras.callbacks.ModelCheckpoint(str(ckpt_dir / "epoch_{epoch:03d}.weights.h5"), save_weights_only=True),
+        _ProgressCallback(keras, ctx.progress, opts.epochs),
+    ]
+    history = model.fit(train_ds, validation_data=val_ds, epochs=opts.epochs, callbacks=callbacks, shuffle=False, verbose=0)
+    model.save(str(ctx.output("keras_model")))
+
+    epochs = [
+        {k: round(float(v[i]), 6) for k, v in history.history.items()}
+        for i in range(len(history.history["loss"]))
+    ]
+    with open(str(ctx.output("history")), "w") as f:
+        json.dump({"classes": list(index.classes), "epochs": epochs, "restore": restore}, f, indent=2, sort_keys=True)
+    last = epochs[-1]
+    summary = "acc {:.3f}".format(last["accuracy"])
+    if "val_accuracy" in last:
+        summary += ", val_acc {:.3f}".format(last["val_accuracy"])
+    return {
+        "summary": summary,
+        "classes": list(index.classes),
+        "num_classes": num_classes,
+        "train_images": _count(index, "train"),
+        "val_images": _count(index, "val"),
+        "final": last,
+        "restore": restore,
+        "tf_version": tf.__version__,
+    }
+
+
+def _count(index, split):
+    if hasattr(index, "train_count"):
+        return index.train_count if split == "train" else index.val_count
+    return len(getattr(index, split))
+
+
+def restore_matching(model, path, progress):
+    """Copy weights from the .keras model at ``path`` whose variable path and shape match.
+
+    Returns the report {restored, new, unused, shape_mismatch} (lists of variable paths).
+    The complete partial restore (TF1/TF2 checkpoints, scopes, name maps) is a later issue.
+    """
+    import keras
+
+    if not str(path).endswith(".keras"):
+        raise DeployError("stages.train.init_from: {}: only .keras files are supported for now".format(path))
+    try:
+        source = keras.models.load_model(str(path), compile=False)
+    except Exception as e:  # keras raises many types for a bad file
+        raise DeployError("stages.train.init_from: cannot load {}: {}".format(path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+    have = {v.path: v for v in source.weights}
+    report = {"restored": [], "new": [], "unused": [], "shape_mismatch": []}
+    for var in model.weights:
+        src = have.pop(var.path, None)
+        if src is None:
+            report["new"].append(var.path)
+        elif tuple(src.shape) != tuple(var.shape):
+            report["shape_mismatch"].append("{} {} vs {}".format(var.path, tuple(src.shape), tuple(var.shape)))
+        else:
+            var.assign(src.numpy())
+            report["restored"].append(var.path)
+    report["unused"] = sorted(have)
+    progress.log("  init_from {}: restored {}, new {}, unused {}, shape mismatch {}".format(
+        path, len(report["restored"]), len(report["new"]), len(report["unused"]), len(report["shape_mismatch"])))
+    return report
+
+
+class _ProgressCallback:
+    """A Keras callback: a progress bar over epochs and a line per epoch."""
+
+    def __new__(cls, keras, progress, epochs):
+        class Callback(keras.callbacks.Callback):
+            def on_train_begin(self, logs=None):
+                self.bar = progress.bar(total=epochs, desc="train", unit="epoch")
+
+            def on_epoch_end(self, epoch, logs=None):
+                logs = logs or {}
+                self.bar.update(1)
+                parts = ["{} {:.4f}".format(k, float(v)) for k, v in sorted(logs.items()) if k != "learning_rate"]
+                progress.log("  epoch {}/{}: {}".format(epoch + 1, epochs, ", ".join(parts)))
+                progress.event("epoch", stage="train", epoch=epoch + 1, **{k: float(v) for k, v in logs.items()})
+
+            def on_train_end(self, logs=None):
+                self.bar.close()
+
+        return Callback()
