@@ -75,6 +75,17 @@ def test_missing_required_key(write):
         load_config(path)
 
 
+@pytest.mark.parametrize("bad, message", [
+    ("[]", "List should have at least 1 item"),
+    ("[0]", "batch sizes must be >= 1"),
+    ("[1.5]", "Input should be a valid integer"),
+])
+def test_benchmark_batch_sizes(write, bad, message):
+    path = write("c.yaml", GOOD + "  benchmark:\n    batch_sizes: {}\n".format(bad))
+    with pytest.raises(ConfigError, match=r"c.yaml:13 stages.benchmark.batch_sizes.*" + message):
+        load_config(path)
+
+
 def test_model_needs_zoo_or_source(write):
     path = write("c.yaml", GOOD.replace("  zoo: small_cnn\n", ""))
     with pytest.raises(ConfigError, match=r"c.yaml:3 model: give exactly one of model.zoo \(mobilenet_v2, small_cnn\) or model.source"):

@@ -1,0 +1,125 @@
+"""The shipped TX2 config, shrunk with --set, run end to end through the real command line."""
+
+import json
+
+import pytest
+
+from pipeline.data.shapes import generate_shapes
+from pipeline.files import sha256_path
+
+from conftest import ROOT, deploy
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+STATS = ("mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms", "throughput_ips", "iterations")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    generate_shapes(root / "data", image_size=32, train_per_class=6, val_per_class=2)
+    return root
+
+
+def shrink(root, *extra):
+    args = [
+        "--set", "run.dir={}".format(root / "runs"),
+        "--set", "dataset.path={}".format(root / "data"),
+        "--set", "model.input_size=32",
+        "--set", "stages.train.epochs=1",
+        "--set", "stages.train.batch_size=8",
+        "--set", "stages.convert.compare_samples=4",
+        "--set", "stages.benchmark.warmup=2",
+        "--set", "stages.benchmark.iterations=5",
+        "--set", "stages.benchmark.batch_sizes=[1, 4]",
+    ]
+    for e in extra:
+        args += ["--set", e]
+    return args
+
+
+def events(stdout):
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def test_tx2_config_end_to_end_then_cached(tiny):
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = events(res.stdout)[-1]
+    assert summary["event"] == "summary" and summary["exit_code"] == 0
+    status = {s["name"]: s["status"] for s in summary["stages"]}
+    assert status == {"train": "ran", "export": "ran", "freeze": "ran", "convert": "ran",
+                      "engine": "pending", "benchmark": "ran"}
+    engine = [s for s in summary["stages"] if s["name"] == "engine"][0]
+    assert "TensorRT 8.2.1 is not on this machine" in engine["message"]
+
+    run = tiny / "runs" / "jetson_tx2"
+    for path in ("train/model.keras", "train/history.json", "train/checkpoints/epoch_001.weights.h5",
+                 "export/saved_model/saved_model.pb", "freeze/frozen.pb", "freeze/io.json",
+                 "convert/model.onnx", "convert/comparison.json", "benchmark/benchmark.json"):
+        assert (run / path).exists(), path
+    for stage in ("train", "export", "freeze", "convert", "benchmark"):
+        manifest = json.loads((run / stage / "manifest.json").read_text())
+        assert manifest["status"] == "ok"
+        assert {"tensorflow", "tf2onnx", "onnx", "onnxruntime", "python"} <= set(manifest["tools"]) or \
+            {"tensorflow-cpu", "tf2onnx", "onnx", "onnxruntime", "python"} <= set(manifest["tools"])
+
+    history = json.loads((run / "train" / "history.json").read_text())
+    assert history["classes"] == ["circle", "cross", "square", "triangle"]
+    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(history["epochs"][0])
+
+    io = json.loads((run / "freeze" / "io.json").read_text())
+    assert io["inputs"][0]["tensor"] == "input:0" and io["inputs"][0]["shape"] == [None, 32, 32, 3]
+    assert io["outputs"][0]["tensor"] == "probabilities:0"
+
+    comparison = json.loads((run / "convert" / "comparison.json").read_text())
+    assert comparison["samples"] == 4 and comparison["inputs"].startswith("dataset")
+    assert 0 <= comparison["max_abs_diff"] <= 1e-4
+
+    import onnx
+
+    model = onnx.load(str(run / "convert" / "model.onnx"))
+    assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) == 13  # TensorRT 8.2
+
+    bench = json.loads((run / "benchmark" / "benchmark.json").read_text())
+    assert bench["where"]["on_target_device"] is False and bench["where"]["target"] == "jetson_tx2"
+    assert [r["batch_size"] for r in bench["results"]] == [1, 4]
+    for r in bench["results"]:
+        for key in STATS:
+            assert key in r, key
+        assert r["iterations"] == 5
+        assert 0 < r["min_ms"] <= r["p50_ms"] <= r["p90_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"]
+        assert r["throughput_ips"] > 0
+
+    again = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny), "--json")
+    assert again.returncode == 0, again.stderr
+    status = {s["name"]: s["status"] for s in events(again.stdout)[-1]["stages"]}
+    assert status == {"train": "cached", "export": "cached", "freeze": "cached", "convert": "cached",
+                      "engine": "pending", "benchmark": "cached"}
+    assert "tensorflow" not in again.stderr.lower()
+
+
+def test_export_twice_is_byte_identical_and_frozen_names_are_stable(tiny):
+    run = tiny / "runs" / "jetson_tx2"
+    first = sha256_path(run / "export" / "saved_model")
+    frozen = sha256_path(run / "freeze" / "frozen.pb")
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny), "--force", "export", "--force", "freeze",
+                 "--until", "freeze", "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert sha256_path(run / "export" / "saved_model") == first
+    assert sha256_path(run / "freeze" / "frozen.pb") == frozen
+
+    from pipeline.tf.graph import load_graph_def
+
+    names = [n.name for n in load_graph_def(run / "freeze" / "frozen.pb").node]
+    assert not [n for n in names if n.startswith("unknown")]  # variables keep their names
+    assert "input" in names and "probabilities" in names
+    assert any(n.endswith("Conv1/kernel") for n in names)
+
+
+def test_human_output_has_stage_lines_and_summary_table(tiny):
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny))
+    assert res.returncode == 0
+    assert "stage      status   time  result" in res.stderr
+    assert "engine     pending" in res.stderr
+    assert "train      cached" in res.stderr
