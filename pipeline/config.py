@@ -63,36 +63,42 @@ class DatasetSection(_Section):
     """Images for training, numeric comparisons and benchmarks."""
 
     path: str = Field(description="Image folder (one subfolder per class, optionally under train/ and val/) or TFRecord glob.")
-    format: Literal["folder", "tfrecord"] = "folder"
+    format: Literal["folder", "tfrecord"] = Field("folder", description="folder: image files; tfrecord: tf.train.Example records with image/encoded and image/class/label.")
     generate: Optional[Literal["shapes"]] = Field(
         None, description="Generate this synthetic dataset at `path` when it is missing (`deploy data shapes`)."
     )
     train_per_class: int = Field(150, ge=1, description="Images per class in train/ when deploy generates the dataset.")
     val_per_class: int = Field(30, ge=0, description="Images per class in val/ when deploy generates the dataset.")
     val_split: float = Field(0.2, ge=0, lt=1, description="Fraction held out for validation when there is no val/ folder.")
-    seed: int = 0
+    seed: int = Field(0, description="Seed of the train/val split and of the generated dataset.")
 
 
 class TrainOptions(_Section):
-    epochs: int = Field(3, ge=1)
-    batch_size: int = Field(32, ge=1)
-    learning_rate: float = Field(1e-3, gt=0)
-    optimizer: Literal["adam", "sgd", "rmsprop"] = "adam"
-    augment: bool = False
-    seed: int = 0
+    """Fit the model on the dataset; a checkpoint per epoch."""
+
+    epochs: int = Field(3, ge=1, description="Passes over the training set.")
+    batch_size: int = Field(32, ge=1, description="Images per training step.")
+    learning_rate: float = Field(1e-3, gt=0, description="Optimizer learning rate.")
+    optimizer: Literal["adam", "sgd", "rmsprop"] = Field("adam", description="Keras optimizer.")
+    augment: bool = Field(False, description="Random left-right flips of training images.")
+    seed: int = Field(0, description="Seed of weight initialisation, shuffling and augmentation.")
     init_from: Optional[str] = Field(None, description="Checkpoint or .keras/.weights.h5 file to start from (fine-tuning).")
 
 
 class ExportOptions(_Section):
-    input_name: str = Field("input", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    output_name: str = Field("probabilities", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Rebuild the model for inference (training=False) as a SavedModel."""
+
+    input_name: str = Field("input", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="Name of the input tensor in every exported graph.")
+    output_name: str = Field("probabilities", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="Name of the output tensor.")
 
 
 class FreezeOptions(_Section):
-    pass
+    """Variables to constants, pruned to the outputs. No options yet."""
 
 
 class ConvertOptions(_Section):
+    """Convert the frozen graph to ONNX (tf2onnx) and compare it with TensorFlow."""
+
     format: Literal["onnx"] = Field("onnx", description="onnx (uff comes with a later release).")
     opset: Optional[int] = Field(None, ge=7, le=21, description="ONNX opset; default: the highest the target's TensorRT parses.")
     tolerance: float = Field(1e-4, gt=0, description="Max abs difference allowed between TensorFlow and ONNX Runtime outputs.")
@@ -100,17 +106,21 @@ class ConvertOptions(_Section):
 
 
 class EngineOptions(_Section):
-    precision: Literal["fp32", "fp16", "int8"] = "fp16"
-    workspace_mb: int = Field(1024, ge=16)
-    max_batch_size: int = Field(8, ge=1)
+    """Build a TensorRT engine on the device (pending on machines without TensorRT)."""
+
+    precision: Literal["fp32", "fp16", "int8"] = Field("fp16", description="Must be one the target supports (deploy targets NAME).")
+    workspace_mb: int = Field(1024, ge=16, description="TensorRT builder workspace.")
+    max_batch_size: int = Field(8, ge=1, description="Largest batch of the engine's optimisation profile.")
 
 
 class BenchmarkOptions(_Section):
-    batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1)
-    warmup: int = Field(10, ge=0)
-    iterations: int = Field(100, ge=1)
-    duration_s: Optional[float] = Field(None, gt=0, description="Run at least this long per batch size (overrides iterations if longer).")
-    inputs: Literal["dataset", "random"] = "dataset"
+    """Latency and throughput per batch size (ONNX Runtime on the host until the device issue)."""
+
+    batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1, description="Batch sizes to measure.")
+    warmup: int = Field(10, ge=0, description="Untimed runs before measuring.")
+    iterations: int = Field(100, ge=1, description="Timed runs per batch size.")
+    duration_s: Optional[float] = Field(None, gt=0, description="Measure for this many seconds per batch size instead of a number of iterations.")
+    inputs: Literal["dataset", "random"] = Field("dataset", description="Dataset images (repeated to fill a batch) or seeded random pixels.")
 
     @field_validator("batch_sizes")
     @classmethod
@@ -140,11 +150,11 @@ class Stages(_Section):
 
 
 class Config(_Section):
-    run: RunSection
-    model: ModelSection
-    dataset: Optional[DatasetSection] = None
+    run: RunSection = Field(description="Run name and where its results go.")
+    model: ModelSection = Field(description="The model to deploy.")
+    dataset: Optional[DatasetSection] = Field(None, description="Images for training, comparisons and benchmarks.")
     target: str = Field(description="A device file in targets/ (see `deploy targets`).")
-    stages: Stages
+    stages: Stages = Field(description="The stages to run and their options.")
 
     # Where the config came from (not part of the schema).
     _path: Optional[Path] = None

@@ -29,11 +29,19 @@ class _NoBar:
 
 
 class Progress:
-    """``mode`` is "human" (default), "quiet" or "json"."""
+    """``mode`` is "human" (default), "quiet" or "json".
 
-    def __init__(self, mode="human", stream=None):
+    Progress bars are drawn on a terminal only (``bars=None``): in a CI log the per-stage and
+    per-epoch lines say the same without a screenful of carriage returns.
+    """
+
+    def __init__(self, mode="human", stream=None, bars=None):
         self.mode = mode
         self.stream = stream or sys.stderr
+        if bars is None:
+            isatty = getattr(self.stream, "isatty", None)
+            bars = bool(isatty and isatty())
+        self.bars = bars
 
     def log(self, message):
         """A line of progress for a human; nothing in quiet or json mode."""
@@ -51,7 +59,7 @@ class Progress:
 
     def bar(self, total=None, desc="", unit="it"):
         """A progress bar (tqdm) for a human on a terminal or log; a no-op otherwise."""
-        if self.mode != "human":
+        if self.mode != "human" or not self.bars:
             return _NoBar()
         from tqdm import tqdm
 

@@ -202,3 +202,10 @@ def test_cli_validate_and_schema(write):
     assert "Traceback" not in res.stderr
     schema = deploy("schema")
     assert schema.returncode == 0 and json.loads(schema.stdout)["title"] == "deploy config"
+
+
+def test_config_reference_doc_is_up_to_date():
+    from pipeline.config_docs import reference_markdown
+
+    assert (ROOT / "docs" / "config.md").read_text() == reference_markdown(), \
+        "regenerate: python -m pipeline.config_docs > docs/config.md"

@@ -119,7 +119,7 @@ def main(argv=None):
     from pipeline.stages.benchmark import random_feed
 
     n = args.iterations
-    progress = Progress("human", stream=open(os.devnull, "w"))
+    progress = Progress("human", stream=open(os.devnull, "w"), bars=True)  # draw the bar, as on a terminal
     with tempfile.TemporaryDirectory() as tmp:
         path = args.model or build_model(Path(tmp) / "harness.onnx", args.layers, args.size, args.channels)
         session = load_onnx(path)
