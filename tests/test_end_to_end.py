@@ -123,3 +123,67 @@ def test_human_output_has_stage_lines_and_summary_table(tiny):
     assert "stage      status   time  result" in res.stderr
     assert "engine     pending" in res.stderr
     assert "train      cached" in res.stderr
+
+
+def test_init_from_restores_what_matches_and_lists_the_rest(tiny):
+    source = tiny / "runs" / "jetson_tx2" / "train" / "model.keras"
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny, "run.name=finetune", "model.num_classes=5",
+                                                                       "stages.train.init_from={}".format(source)),
+                 "--until", "train", "--quiet")
+    assert res.returncode == 0, res.stderr
+    restore = json.loads((tiny / "runs" / "finetune" / "train" / "history.json").read_text())["restore"]
+    assert restore["shape_mismatch"] == ["probabilities/kernel (1280, 4) vs (1280, 5)", "probabilities/bias (4,) vs (5,)"] or \
+        sorted(m.split()[0] for m in restore["shape_mismatch"]) == ["probabilities/bias", "probabilities/kernel"]
+    assert len(restore["restored"]) > 200 and restore["new"] == [] and restore["unused"] == []
+
+
+def test_model_source_frozen_graph_skips_to_convert(tiny, tmp_path):
+    frozen = tiny / "runs" / "jetson_tx2" / "freeze" / "frozen.pb"
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "run: {{name: from_pb, dir: {runs}}}\n"
+        "model: {{source: {frozen}}}\n"
+        "dataset: {{path: {data}}}\n"
+        "target: jetson_nano\n"
+        "stages:\n  train:\n  export:\n  freeze:\n  convert:\n  benchmark: {{iterations: 3, batch_sizes: [2]}}\n".format(
+            runs=tmp_path / "runs", frozen=frozen, data=tiny / "data"))
+    res = deploy("run", config, "--json")
+    assert res.returncode == 0, res.stderr
+    stages = {s["name"]: (s["status"], s["message"]) for s in events(res.stdout)[-1]["stages"]}
+    assert stages["train"] == stages["export"] == stages["freeze"] == ("skipped", "model.source gives the model")
+    assert stages["convert"][0] == "ran" and stages["benchmark"][0] == "ran"
+
+
+def test_convert_fails_above_tolerance_and_leaves_nothing(tiny):
+    comparison = json.loads((tiny / "runs" / "jetson_tx2" / "convert" / "comparison.json").read_text())
+    if comparison["max_abs_diff"] == 0:
+        pytest.skip("TensorFlow and ONNX Runtime agree exactly on this model")
+    tolerance = comparison["max_abs_diff"] / 2
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml",
+                 *shrink(tiny, "run.name=strict", "stages.convert.tolerance={!r}".format(tolerance)), "--until", "convert")
+    assert res.returncode == 3, res.stderr
+    assert "deploy: error: stage convert: ONNX Runtime and TensorFlow outputs differ by" in res.stderr
+    assert not (tiny / "runs" / "strict" / "convert").exists()
+    assert (tiny / "runs" / "strict" / "freeze" / "frozen.pb").exists()
+
+
+def test_train_from_tfrecords(tiny, tmp_path):
+    import tensorflow as tf
+
+    from pipeline.data.folder import index_image_folder
+
+    index = index_image_folder(tiny / "data", verify=False)
+    with tf.io.TFRecordWriter(str(tmp_path / "train.tfrecord")) as writer:
+        for path, label in index.train + index.val:
+            example = tf.train.Example(features=tf.train.Features(feature={
+                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[open(path, "rb").read()])),
+                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            }))
+            writer.write(example.SerializeToString())
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml",
+                 *shrink(tiny, "run.name=tfrecord", "model.zoo=small_cnn", "dataset.format=tfrecord",
+                         "dataset.path={}/*.tfrecord".format(tmp_path)), "--until", "train", "--json")
+    assert res.returncode == 0, res.stderr
+    train = [s for s in events(res.stdout)[-1]["stages"] if s["name"] == "train"][0]
+    assert train["status"] == "ran" and train["results"]["num_classes"] == 4
+    assert train["results"]["train_images"] + train["results"]["val_images"] == 32
