@@ -4,6 +4,10 @@ A device is data, not code: adding one is adding ``targets/<name>.yaml``; nothin
 device. ``load_target("jetson_tx2")`` reads ``targets/jetson_tx2.yaml``; a path to a .yaml file
 works too, and ``DEPLOY_TARGETS_DIR`` points deploy at another directory of target files.
 
+A target names the op table of each route it has (``op_tables: {onnx: onnx_trt_8.2, uff: uff_trt8,
+tftrt: tftrt}``, plus ``dla: dla`` on targets with DLA cores); ``load_target`` checks that every
+named table exists in ``<targets dir>/ops/`` (pipeline/optables.py) and is for that route.
+
 Imports only the standard library, PyYAML and pydantic.
 """
 
@@ -25,6 +29,8 @@ TARGETS_DIR_ENV = "DEPLOY_TARGETS_DIR"
 
 PRECISIONS = ("fp32", "fp16", "int8")
 ROUTES = ("uff", "onnx", "tftrt")  # UFF parser, ONNX parser, TF-TRT
+# Keys of op_tables: the routes, and dla (the layers TensorRT places on DLA cores).
+OP_TABLE_KEYS = ROUTES + ("dla",)
 RUNTIMES = ("tensorrt", "onnxruntime")
 
 # NvUffParser.h is in TensorRT release/8.2, 8.5, 8.6 and absent from release/9.0 on
@@ -33,10 +39,12 @@ LAST_TENSORRT_MAJOR_WITH_UFF = 8
 
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+_TABLE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.]*$")  # an op table's name (pipeline/optables.py)
 _VERSION_FIELDS = ("jetpack", "l4t", "tensorrt", "cuda", "cudnn", "python", "compute_capability")
 
 Precision = Literal[PRECISIONS]
 Route = Literal[ROUTES]
+OpTableKey = Literal[OP_TABLE_KEYS]
 
 
 class OnnxSupport(BaseModel):
@@ -47,8 +55,6 @@ class OnnxSupport(BaseModel):
     max_opset: int = Field(ge=1)
     # None: the source states no lower bound (the onnx-tensorrt 8.x tables give only "up to Opset N").
     min_opset: Optional[int] = Field(default=None, ge=1)
-    # Name of the op table a later check loads (e.g. "onnx_trt_ops_8.2"); None: no table (ONNX Runtime).
-    op_table: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
 
     @model_validator(mode="after")
     def _opset_range(self):
@@ -80,8 +86,11 @@ class Target(BaseModel):
     memory: Tuple[str, ...] = ()  # module variants and their RAM
     routes: Tuple[Route, ...] = Field(min_length=1)  # conversion routes the target's stack has
     onnx: OnnxSupport
+    # Route (or dla) -> name of its op table in <targets dir>/ops/, e.g. {onnx: onnx_trt_8.2}.
+    # Every route of a TensorRT target has one; dla iff dla_cores > 0; {} for ONNX Runtime (no TensorRT tables).
+    op_tables: Dict[OpTableKey, str] = Field(default_factory=dict)
     tensorflow: Tuple[str, ...] = ()  # NVIDIA TensorFlow builds for this JetPack (the tftrt route runs on them)
-    unconfirmed: Tuple[str, ...] = ()  # fields whose values the research did not confirm ("onnx.op_table" for nested)
+    unconfirmed: Tuple[str, ...] = ()  # fields whose values the research did not confirm ("op_tables.onnx" for nested)
     notes: Tuple[str, ...] = ()
     sources: Dict[str, Tuple[str, ...]] = Field(default_factory=dict)  # field or topic -> sources
 
@@ -115,9 +124,18 @@ class Target(BaseModel):
     def _unconfirmed_names_fields(cls, value):
         for entry in value:
             head, _, rest = entry.partition(".")
-            known = head in cls.model_fields and (not rest or (head == "onnx" and rest in OnnxSupport.model_fields))
+            nested = {"onnx": OnnxSupport.model_fields, "op_tables": OP_TABLE_KEYS}
+            known = head in cls.model_fields and (not rest or rest in nested.get(head, ()))
             if not known:
-                raise ValueError(f"{entry!r} names no field of a target (e.g. 'tensorrt', 'onnx.op_table')")
+                raise ValueError(f"{entry!r} names no field of a target (e.g. 'tensorrt', 'op_tables.onnx')")
+        return value
+
+    @field_validator("op_tables")
+    @classmethod
+    def _table_names(cls, value):
+        for key, name in value.items():
+            if not _TABLE_NAME.match(name):
+                raise ValueError(f"op_tables.{key}: {name!r} is not a table name (e.g. 'onnx_trt_8.2')")
         return value
 
     @field_validator("sources")
@@ -134,8 +152,13 @@ class Target(BaseModel):
             missing = [f for f in ("jetpack", "tensorrt", "cuda", "compute_capability") if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"runtime 'tensorrt' needs {', '.join(missing)}")
-            if self.onnx.op_table is None:
-                raise ValueError("runtime 'tensorrt' needs onnx.op_table (the ONNX parser's op table name)")
+            no_table = [r for r in self.routes if r not in self.op_tables]
+            if no_table:
+                raise ValueError(
+                    f"op_tables has no table for route {', '.join(no_table)}; name one, e.g. op_tables: {{{no_table[0]}: <table>}}"
+                )
+            if self.dla_cores > 0 and "dla" not in self.op_tables:
+                raise ValueError(f"dla_cores is {self.dla_cores} but op_tables has no dla table; add op_tables.dla")
         else:
             if self.tensorrt is not None:
                 raise ValueError(f"tensorrt is set but runtime is {self.runtime!r}; set runtime: tensorrt or drop tensorrt")
@@ -146,6 +169,11 @@ class Target(BaseModel):
             raise ValueError(f"routes lists uff but TensorRT {self.tensorrt} has no UFF parser (removed in TensorRT 9)")
         if self.dla_generation is not None and self.dla_cores == 0:
             raise ValueError("dla_generation is set but dla_cores is 0")
+        stray = [k for k in self.op_tables if k != "dla" and k not in self.routes]
+        if stray:
+            raise ValueError(f"op_tables.{stray[0]} is set but routes has no {stray[0]}; drop it or add the route")
+        if "dla" in self.op_tables and self.dla_cores == 0:
+            raise ValueError("op_tables.dla is set but dla_cores is 0; drop it")
         return self
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -164,7 +192,12 @@ class Target(BaseModel):
 
     @property
     def op_table(self) -> Optional[str]:
-        return self.onnx.op_table
+        """The onnx route's op table name (same as ``op_table_for("onnx")``)."""
+        return self.op_tables.get("onnx")
+
+    def op_table_for(self, route: str) -> Optional[str]:
+        """The name of the op table for ``route`` (uff, onnx, tftrt, dla); None: the target has none."""
+        return self.op_tables.get(route.lower())
 
     @property
     def trt_version(self) -> Optional[Tuple[int, ...]]:
@@ -224,12 +257,49 @@ def load_target(name) -> Target:
             raise DeployError(_unknown_target_message(name))
     path = path.resolve()
     stat = path.stat()
-    return _load_file(str(path), stat.st_mtime_ns, stat.st_size)
+    target = _load_file(str(path), stat.st_mtime_ns, stat.st_size)
+    _check_op_tables(target)
+    return target
 
 
 def all_targets() -> list:
     """Every target in the targets directory, loaded and validated."""
     return [load_target(name) for name in list_targets()]
+
+
+def _check_op_tables(target):
+    """Every table the target names exists in <targets dir>/ops/, is for its route, and agrees with the target.
+
+    Runs outside the cached file load: pipeline/optables.py caches tables (per path, mtime, size), so
+    this costs a few dict lookups once they are loaded, and an edited table is checked again.
+    """
+    from pipeline.optables import UnknownOpTable, load_op_table  # optables imports this module
+
+    shown = _display(target.path) if target.path else target.name
+    for key, name in target.op_tables.items():
+        where = f"{shown}: key 'op_tables.{key}'"
+        try:
+            table = load_op_table(name)
+        except UnknownOpTable as exc:
+            raise DeployError(f"{where}: {exc.message}") from None
+        if table.route != key:
+            raise DeployError(f"{where}: op table '{name}' is for route '{table.route}', not '{key}'; name a {key} table")
+        if table.tensorrt and target.trt_version and int(table.tensorrt.split(".")[0]) != target.trt_version[0]:
+            raise DeployError(
+                f"{where}: op table '{name}' is for TensorRT {table.tensorrt}, the target has TensorRT {target.tensorrt}; "
+                "name a table for its TensorRT major version"
+            )
+        if key == "onnx" and table.opset is not None:
+            if target.max_opset > table.opset.max:
+                raise DeployError(
+                    f"{shown}: key 'onnx.max_opset' is {target.max_opset} but op table '{name}' parses up to opset "
+                    f"{table.opset.max}; lower it or name another table"
+                )
+            if table.opset.min is not None and (target.min_opset is None or target.min_opset < table.opset.min):
+                raise DeployError(
+                    f"{shown}: key 'onnx.min_opset' is {target.min_opset} but op table '{name}' parses from opset "
+                    f"{table.opset.min}; set onnx.min_opset: {table.opset.min} or higher"
+                )
 
 
 def _unknown_target_message(name):
@@ -278,9 +348,12 @@ def _format_validation_error(exc):
     """All of pydantic's errors on one line, each as: key 'a.b': what is wrong."""
     problems = []
     for err in exc.errors():
-        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+        is_key = "[key]" in err["loc"]  # a dict key itself is wrong (op_tables: {foo: ...})
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"] if p != "[key]").lstrip(".")
         kind, msg = err["type"], err["msg"]
-        if kind == "extra_forbidden":
+        if is_key and kind == "literal_error":
+            msg = f"unknown key; allowed keys: {', '.join(OP_TABLE_KEYS)}"
+        elif kind == "extra_forbidden":
             allowed = OnnxSupport.model_fields if loc.startswith("onnx.") else Target.model_fields
             msg = f"unknown key; allowed keys: {', '.join(allowed)}"
         elif kind == "missing":
@@ -338,7 +411,7 @@ def describe_target(t: Target) -> str:
     else:
         runtime = t.runtime
     opsets = f"{t.min_opset}-{t.max_opset}" if t.min_opset is not None else f"up to {t.max_opset}"
-    table = f", op table {t.op_table}{star('onnx.op_table')}" if t.op_table else ""
+    tables = ", ".join(f"{key}: {name}{star('op_tables.' + key)}" for key, name in t.op_tables.items())
     rows = [
         ("family", t.family),
         ("runtime", runtime),
@@ -349,7 +422,8 @@ def describe_target(t: Target) -> str:
         ("precisions", ", ".join(t.precisions)),
         ("DLA cores", f"{t.dla_cores}{star('dla_cores')}"),
         ("routes", ", ".join(t.routes)),
-        ("ONNX opsets", f"{opsets}{table}"),
+        ("ONNX opsets", opsets),
+        ("op tables", tables or "-"),
         ("TensorFlow", (", ".join(t.tensorflow) + star("tensorflow")) if t.tensorflow else "-"),
         ("unconfirmed", ", ".join(t.unconfirmed) if t.unconfirmed else "-"),
         ("file", _display(t.path) if t.path else "-"),

@@ -1,5 +1,6 @@
 """Target files under targets/ and their loader, pipeline/targets.py."""
 
+import shutil
 import subprocess
 import sys
 
@@ -30,6 +31,9 @@ def _tx2_data():
 
 
 def _write(directory, name, data):
+    """Write a target file; the op tables it names come along (they live in <targets dir>/ops/)."""
+    if not (directory / "ops").exists():
+        shutil.copytree(TARGETS_DIR / "ops", directory / "ops")
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False) if isinstance(data, dict) else data)
     return path
@@ -70,7 +74,10 @@ def test_jetson_tx2_facts():
     assert tx2.tensorrt == "8.2.1" and tx2.trt_version == (8, 2, 1)
     assert tx2.jetpack == "4.6.6"
     assert tx2.max_opset == 13
-    assert tx2.op_table == "onnx_trt_ops_8.2"
+    assert tx2.op_table == "onnx_trt_8.2"
+    assert tx2.op_tables == {"uff": "uff_trt8", "onnx": "onnx_trt_8.2", "tftrt": "tftrt"}
+    assert tx2.op_table_for("onnx") == "onnx_trt_8.2" and tx2.op_table_for("UFF") == "uff_trt8"
+    assert tx2.op_table_for("dla") is None
     assert tx2.precisions == ("fp32", "fp16")
     assert tx2.supports_precision("fp16") and tx2.supports_precision("FP32")
     assert not tx2.supports_precision("int8")
@@ -111,6 +118,7 @@ def test_host_cpu_is_onnxruntime_only():
     assert host.tensorrt is None and host.trt_version is None
     assert host.routes == ("onnx",)
     assert host.op_table is None
+    assert host.op_tables == {} and host.op_table_for("onnx") is None
 
 
 def test_same_tensorrt_means_same_onnx_support():
@@ -118,7 +126,8 @@ def test_same_tensorrt_means_same_onnx_support():
     for name in list_targets():
         t = load_target(name)
         if t.has_tensorrt:
-            by_trt.setdefault(t.tensorrt, set()).add((t.max_opset, t.min_opset, t.op_table))
+            tables = tuple(sorted((k, v) for k, v in t.op_tables.items() if k != "dla"))  # dla follows the module's cores
+            by_trt.setdefault(t.tensorrt, set()).add((t.max_opset, t.min_opset, tables))
     assert all(len(v) == 1 for v in by_trt.values()), by_trt
 
 
@@ -253,6 +262,107 @@ def test_edited_file_is_reloaded(tmp_path, monkeypatch):
     assert load_target("jetson_tx2").max_opset == 11
 
 
+# -- op tables -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list_targets())
+def test_every_route_has_an_op_table_of_that_route(name):
+    from pipeline.optables import load_op_table
+
+    target = load_target(name)
+    for route in target.routes if target.has_tensorrt else ():
+        assert load_op_table(target.op_table_for(route)).route == route
+    assert ("dla" in target.op_tables) == (target.dla_cores > 0)
+
+
+def test_orin_onnx_table_is_marked_unconfirmed():
+    for name in ("orin_nano", "orin_nx", "agx_orin"):
+        orin = load_target(name)
+        assert orin.op_table_for("onnx") == "onnx_trt_10" and orin.is_unconfirmed("op_tables.onnx")
+
+
+def test_route_without_op_table(tmp_path, monkeypatch):
+    data = _tx2_data()
+    del data["op_tables"]["uff"]
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "jetson_tx2.yaml" in message and "op_tables has no table for route uff" in message
+
+
+def test_unknown_op_table_names_file_key_and_suggests(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["op_tables"]["onnx"] = "onnx_trt_ops_8.2"
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "jetson_tx2.yaml: key 'op_tables.onnx'" in message
+    assert "unknown op table 'onnx_trt_ops_8.2'" in message and "did you mean 'onnx_trt_8.2'?" in message
+
+
+def test_op_table_of_another_route(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["op_tables"]["onnx"] = "uff_trt8"
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "key 'op_tables.onnx'" in message and "is for route 'uff', not 'onnx'" in message
+
+
+def test_op_table_for_another_tensorrt_major(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["op_tables"]["onnx"] = "onnx_trt_10"
+    data["onnx"]["min_opset"] = 9
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "key 'op_tables.onnx'" in message and "TensorRT 10.1" in message and "8.2.1" in message
+
+
+def test_max_opset_above_the_table(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["onnx"]["max_opset"] = 14
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "key 'onnx.max_opset'" in message and "up to opset 13" in message
+
+
+def test_op_table_for_a_route_the_target_lacks(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["routes"] = ["onnx", "tftrt"]
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "op_tables.uff is set but routes has no uff" in message
+
+
+def test_dla_table_needs_dla_cores(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["op_tables"]["dla"] = "dla"
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "op_tables.dla is set but dla_cores is 0" in message
+
+
+def test_dla_cores_need_a_dla_table(tmp_path, monkeypatch):
+    data = yaml.safe_load((TARGETS_DIR / "agx_orin.yaml").read_text())
+    del data["op_tables"]["dla"]
+    message = _load_error(tmp_path, monkeypatch, data, name="agx_orin")
+    assert "agx_orin.yaml" in message and "no dla table" in message
+
+
+def test_unknown_op_tables_key(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["op_tables"]["trt"] = "onnx_trt_8.2"
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "key 'op_tables.trt': unknown key" in message and "uff, onnx, tftrt, dla" in message
+
+
+def test_onnx_op_table_key_is_gone(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["onnx"]["op_table"] = "onnx_trt_8.2"
+    message = _load_error(tmp_path, monkeypatch, data)
+    assert "key 'onnx.op_table'" in message and "unknown key" in message
+
+
+def test_unconfirmed_may_name_an_op_table(tmp_path, monkeypatch):
+    data = _tx2_data()
+    data["unconfirmed"] = ["op_tables.onnx", "op_tables.uff"]
+    _write(tmp_path, "jetson_tx2", data)
+    monkeypatch.setenv(TARGETS_DIR_ENV, str(tmp_path))
+    assert load_target("jetson_tx2").is_unconfirmed("op_tables.uff")
+    data["unconfirmed"] = ["op_tables.trt"]
+    assert "'op_tables.trt'" in _load_error(tmp_path, monkeypatch, data)
+
+
 # -- output ----------------------------------------------------------------------------------------
 
 
@@ -270,8 +380,11 @@ def test_format_target_list():
 def test_describe_target():
     text = describe_target(load_target("jetson_tx2"))
     assert text.splitlines()[0].startswith("jetson_tx2: ")
-    for fact in ("TensorRT 8.2.1", "4.6.6", "up to 13", "onnx_trt_ops_8.2", "fp32, fp16", "uff, onnx, tftrt", "sources:"):
+    for fact in ("TensorRT 8.2.1", "4.6.6", "up to 13", "onnx: onnx_trt_8.2", "uff: uff_trt8", "fp32, fp16", "uff, onnx, tftrt",
+                 "sources:"):
         assert fact in text
+    orin = describe_target(load_target("orin_nx"))
+    assert "onnx: onnx_trt_10 (unconfirmed)" in orin and "dla: dla" in orin
 
 
 def test_import_is_light():
