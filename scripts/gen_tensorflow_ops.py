@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Write targets/ops/tensorflow_ops.yaml: every op TensorFlow registers (to tell custom ops apart).
+
+    python scripts/gen_tensorflow_ops.py
+
+`deploy check` reads frozen graphs without TensorFlow; an op missing from this list is one that
+this TensorFlow cannot load: a custom op (needs its library) or one from another TF version.
+"""
+
+import datetime
+import os
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "targets" / "ops" / "tensorflow_ops.yaml"
+
+
+def main():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+
+    buf = c_api.TF_GetAllOpList()
+    op_list = op_def_pb2.OpList()
+    op_list.ParseFromString(c_api.TF_GetBuffer(buf))
+    names = sorted({op.name for op in op_list.op})
+    lines = [
+        "# Every op registered by TensorFlow {} (generated; do not edit by hand).".format(tf.__version__),
+        "# Regenerate: python scripts/gen_tensorflow_ops.py",
+        "tensorflow: '{}'".format(tf.__version__),
+        "generated: '{}'".format(datetime.date.today().isoformat()),
+        "generated_by: python scripts/gen_tensorflow_ops.py",
+        "count: {}".format(len(names)),
+        "ops:",
+    ]
+    lines += ["- {}".format(n) for n in names]
+    OUT.write_text("\n".join(lines) + "\n")
+    print("{}: {} ops".format(OUT, len(names)))
+
+
+if __name__ == "__main__":
+    main()
