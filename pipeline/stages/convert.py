@@ -15,7 +15,7 @@ from pipeline.stages import stage
 )
 def convert(ctx):
     """Convert to ONNX (tf2onnx), run onnx.checker, compare with TensorFlow on dataset images."""
-    opset = choose_opset(ctx.options.opset, ctx.target)
+    opset = choose_opset(ctx.options.opset, ctx.target, converter_max_opset())
     from pipeline.tf.graph import infer_io, load_graph_def
 
     graph_def = load_graph_def(ctx.inputs["frozen_graph"])
@@ -49,11 +49,25 @@ def convert(ctx):
     }
 
 
-def choose_opset(requested, target):
-    """The ONNX opset to emit: the target's highest unless the config asks for one it parses."""
+def converter_max_opset():
+    """The highest ONNX opset the installed tf2onnx converts to (1.17: 18)."""
+    from pipeline.tf import import_tf
+
+    import_tf()
+    import tf2onnx.constants
+
+    return max(tf2onnx.constants.OPSET_TO_IR_VERSION)
+
+
+def choose_opset(requested, target, converter_max):
+    """The ONNX opset to emit: the highest both the target's parser and tf2onnx take, unless the
+    config asks for one (which the target must parse)."""
     high, low = target.max_opset, target.min_opset
     if requested is None:
-        return high
+        return min(high, converter_max)
+    if requested > converter_max:
+        raise DeployError("stages.convert.opset: {} is above what the installed tf2onnx converts to ({})".format(
+            requested, converter_max))
     if requested > high or (low is not None and requested < low):
         where = "TensorRT {}".format(target.tensorrt) if target.tensorrt else target.runtime
         raise DeployError("stages.convert.opset: {} is outside what {} on {} parses ({}..{}); leave it unset to use {}".format(
@@ -77,9 +91,17 @@ def to_onnx(graph_def, io, opset):
         model, _ = tf2onnx.convert.from_graph_def(graph_def, input_names=inputs, output_names=outputs, opset=opset)
     except Exception as e:  # tf2onnx raises ValueError/RuntimeError/KeyError... with the reason
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if "Unsupported ops" in text or "not supported" in text:
-            raise DeployError("tf2onnx cannot convert the graph at opset {}: {}".format(opset, text), code=EXIT_NOT_DEPLOYABLE)
         raise StageFailed("tf2onnx failed at opset {}: {}".format(opset, text))
+    # tf2onnx logs an op it cannot convert and leaves the TensorFlow node in the ONNX graph
+    import onnx
+
+    left = {}
+    for node in model.graph.node:
+        if not onnx.defs.has(node.op_type, node.domain or ""):
+            left.setdefault(node.op_type, []).append(node.name)
+    if left:
+        raise DeployError("tf2onnx cannot convert {} at opset {} (nodes: {}); deploy check names the cause and fix".format(
+            ", ".join(sorted(left)), opset, ", ".join(n for names in left.values() for n in names[:2])), code=EXIT_NOT_DEPLOYABLE)
     return model
 
 
