@@ -37,6 +37,25 @@ def cmd_run(args):
     return report.exit_code
 
 
+def cmd_check(args):
+    """Will this model convert for this Jetson? Offline check against the target's op tables."""
+    from pipeline.check import check_model
+    from pipeline.check.report import FORMATS, format_junit
+    from pipeline.errors import EXIT_NOT_DEPLOYABLE
+    from pipeline.files import write_text
+    from pipeline.targets import load_target
+
+    target = load_target(args.target)
+    report = check_model(args.model, target, routes=args.route, signature=args.signature)
+    print(FORMATS[args.format](report))
+    if args.junit:
+        try:
+            write_text(args.junit, format_junit(report))
+        except OSError as e:
+            raise DeployError("--junit {}: cannot write ({})".format(args.junit, e.strerror or e))
+    return 0 if report.deployable else EXIT_NOT_DEPLOYABLE
+
+
 def cmd_validate(args):
     """Check a config (schema, target, paths) without running anything."""
     from pipeline.config import ConfigError, load_config
@@ -118,6 +137,15 @@ def build_parser():
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     out.add_argument("--json", action="store_true", help="machine-readable events, one JSON object per line on stdout")
+
+    p = add("check", cmd_check)
+    p.add_argument("model", help="frozen .pb/.pbtxt, SavedModel directory, .keras/.h5, TF1 .meta or .onnx")
+    p.add_argument("--target", "-t", required=True, help="a target name (deploy targets) or a target .yaml file")
+    p.add_argument("--route", action="append", choices=("uff", "onnx", "tftrt"),
+                   help="check only this route (repeatable; default: every route the target has)")
+    p.add_argument("--format", default="text", choices=("text", "json", "markdown"), help="report format (default text)")
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report for CI")
+    p.add_argument("--signature", default="serving_default", help="SavedModel signature to check (default serving_default)")
 
     p = add("validate", cmd_validate)
     p.add_argument("config")

@@ -96,6 +96,13 @@ class FreezeOptions(_Section):
     """Variables to constants, pruned to the outputs. No options yet."""
 
 
+class CheckOptions(_Section):
+    """Check the frozen graph against the target's op tables (the same check as `deploy check`)."""
+
+    routes: Optional[List[Literal["uff", "onnx", "tftrt"]]] = Field(None, description="Routes to check; default: every route the target has.")
+    on_blockers: Literal["fail", "continue"] = Field("fail", description="fail: stop the run (exit 2) when no route is free of blockers; continue: report and go on.")
+
+
 class ConvertOptions(_Section):
     """Convert the frozen graph to ONNX (tf2onnx) and compare it with TensorFlow."""
 
@@ -136,6 +143,7 @@ class Stages(_Section):
     train: Optional[TrainOptions] = None
     export: Optional[ExportOptions] = None
     freeze: Optional[FreezeOptions] = None
+    check: Optional[CheckOptions] = None
     convert: Optional[ConvertOptions] = None
     engine: Optional[EngineOptions] = None
     benchmark: Optional[BenchmarkOptions] = None

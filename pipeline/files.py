@@ -38,16 +38,20 @@ def size_of(path):
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def write_json(path, data):
-    """Write JSON atomically (temp file in the same directory, then rename)."""
+def write_text(path, text):
+    """Write a text file atomically (temp file in the same directory, then rename)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", dir=str(path.parent))
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", dir=str(path.parent.resolve()))
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
+            f.write(text)
+        os.replace(tmp, str(path))
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_json(path, data):
+    """Write JSON atomically."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -48,7 +48,7 @@ def test_tx2_config_end_to_end_then_cached(tiny):
     summary = events(res.stdout)[-1]
     assert summary["event"] == "summary" and summary["exit_code"] == 0
     status = {s["name"]: s["status"] for s in summary["stages"]}
-    assert status == {"train": "ran", "export": "ran", "freeze": "ran", "convert": "ran",
+    assert status == {"train": "ran", "export": "ran", "freeze": "ran", "check": "ran", "convert": "ran",
                       "engine": "pending", "benchmark": "ran"}
     engine = [s for s in summary["stages"] if s["name"] == "engine"][0]
     assert "TensorRT 8.2.1 is not on this machine" in engine["message"]
@@ -58,7 +58,9 @@ def test_tx2_config_end_to_end_then_cached(tiny):
                  "export/saved_model/saved_model.pb", "freeze/frozen.pb", "freeze/io.json",
                  "convert/model.onnx", "convert/comparison.json", "benchmark/benchmark.json"):
         assert (run / path).exists(), path
-    for stage in ("train", "export", "freeze", "convert", "benchmark"):
+    check = json.loads((run / "check" / "check.json").read_text())
+    assert check["deployable"] is True and check["recommended"]["route"] == "onnx"
+    for stage in ("train", "export", "freeze", "check", "convert", "benchmark"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
         assert manifest["status"] == "ok"
         assert {"tensorflow", "tf2onnx", "onnx", "onnxruntime", "python"} <= set(manifest["tools"]) or \
@@ -94,7 +96,7 @@ def test_tx2_config_end_to_end_then_cached(tiny):
     again = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny), "--json")
     assert again.returncode == 0, again.stderr
     status = {s["name"]: s["status"] for s in events(again.stdout)[-1]["stages"]}
-    assert status == {"train": "cached", "export": "cached", "freeze": "cached", "convert": "cached",
+    assert status == {"train": "cached", "export": "cached", "freeze": "cached", "check": "cached", "convert": "cached",
                       "engine": "pending", "benchmark": "cached"}
     assert "tensorflow" not in again.stderr.lower()
 

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 # Canonical pipeline order. A config lists the stages it runs; they always run in this order.
-ORDER = ("train", "export", "freeze", "convert", "engine", "benchmark")
+ORDER = ("train", "export", "freeze", "check", "convert", "engine", "benchmark")
 
 # Modules that register stages, imported lazily by ``registry()``.
 _MODULES = (
     "pipeline.stages.train",
     "pipeline.stages.export",
     "pipeline.stages.freeze",
+    "pipeline.stages.check",
     "pipeline.stages.convert",
     "pipeline.stages.engine",
     "pipeline.stages.benchmark",

@@ -1,0 +1,161 @@
+"""`deploy check`: will this model convert for this Jetson? Offline, from the target's op tables.
+
+    report = check_model("frozen.pb", load_target("jetson_tx2"))
+    report.deployable, report.recommended.route, report.to_dict()
+
+Reading .pb, .pbtxt, SavedModels, .meta and .onnx imports no TensorFlow, and nothing is run.
+"""
+
+from pipeline.check.findings import CheckReport, Finding, RouteResult
+
+__all__ = ["check_model", "check_graph", "CheckReport", "Finding", "RouteResult"]
+
+
+def check_model(path, target, routes=None, signature="serving_default"):
+    from pipeline.graph.readers import read_model
+
+    return check_graph(read_model(path, signature=signature), target, routes)
+
+
+def check_graph(graph, target, routes=None):
+    from pipeline.check import patterns
+    from pipeline.check import routes as route_checks
+    from pipeline.errors import DeployError
+    from pipeline.optables import load_op_table
+
+    wanted = list(routes) if routes else list(target.routes)
+    for route in wanted:
+        if route not in target.routes:
+            raise DeployError("--route {}: {} has no {} route (it has: {})".format(route, target.name, route, ", ".join(target.routes)))
+    plugins, known_plugins = _plugins(target)
+    matches = patterns.find_patterns(graph) if graph.kind == "tensorflow" else patterns.find_onnx_patterns(graph)
+    by_node = {}
+    for match in matches:
+        for name in match.nodes:
+            by_node.setdefault(name, match)
+    dropout_rewritten = {n for m in matches if m.kind == "dropout_training" and "fed by placeholder" not in m.cause for n in m.nodes}
+    folded = constant_subgraph(graph) if graph.kind == "tensorflow" else set()
+    custom = custom_ops(graph, known_plugins)
+    custom_nodes = {n for names in custom.values() for n in names}
+
+    results = []
+    for route in wanted:
+        table_name = target.op_table_for(route)
+        table = load_op_table(table_name) if table_name else None
+        if graph.kind == "onnx" and route != "onnx":
+            results.append(RouteResult(route, table_name, "", applicable=False,
+                                       note="an ONNX model takes the onnx route only"))
+        elif table is None:
+            results.append(RouteResult(route, None, "", applicable=False, note="no op table for this route"))
+        elif route == "uff":
+            results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, custom_nodes))
+        elif route == "tftrt":
+            results.append(route_checks.check_tftrt(graph, target, table, custom_nodes))
+        elif graph.kind == "onnx":
+            results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
+        else:
+            from pipeline.tf2onnx_table import load_tf2onnx_table
+
+            converter = load_tf2onnx_table()
+            opset = min(target.max_opset, converter.max_opset)  # what deploy's convert stage emits
+            result = route_checks.check_tf_onnx(graph, target, table, converter, opset,
+                                                by_node, plugins, known_plugins, dropout_rewritten | folded | custom_nodes)
+            if dropout_rewritten:
+                result.findings.append(Finding(
+                    "info", "onnx", "pattern", "RandomUniform", sorted(dropout_rewritten),
+                    "dropout in training mode with a constant rate: tf2onnx's dropout rewriter turns it into ONNX "
+                    "Dropout, a no-op at inference", "none needed for the onnx route; rewrite strip_dropout removes it "
+                    "for every route", "strip_dropout"))
+            results.append(result)
+    findings = _graph_findings(graph, matches, results, custom)
+    return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
+
+
+def constant_subgraph(graph):
+    """Nodes computed from constants only (not Const itself): tf2onnx and TF-TRT fold them away
+    before conversion, so their ops never reach the parser (e.g. Rsqrt of a batch norm's variance)."""
+    from pipeline.check.patterns import RANDOM, family_of
+
+    const = {n.name for n in graph.nodes.values() if n.op == "Const"}
+    folded = set()
+    for node in graph.topological_order():
+        if node.op == "Const" or not node.inputs or node.op in RANDOM:
+            continue
+        fam = family_of(node.op)
+        if fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"):
+            continue
+        if all(graph.producer_name(i) in const for i in node.inputs):
+            const.add(node.name)
+            folded.add(node.name)
+    return folded
+
+
+def _plugins(target):
+    """(plugins in the target's TensorRT {name: versions}, every plugin name deploy knows)."""
+    from pipeline.check.plugins import known_plugin_names, plugins_for
+
+    return plugins_for(target.tensorrt), known_plugin_names()
+
+
+def custom_ops(graph, known_plugins):
+    """{op: [nodes]} of a TensorFlow graph's ops that TensorFlow does not register (and no plugin has)."""
+    from pipeline.check import patterns
+
+    custom = {}
+    if graph.kind == "tensorflow":
+        _, registered = patterns.tensorflow_ops()
+        for node in graph.nodes.values():
+            if node.op not in registered and node.op not in known_plugins:
+                custom.setdefault(node.op, []).append(node.name)
+    return custom
+
+
+def _graph_findings(graph, matches, results, custom):
+    """Route-independent findings: custom ops, unfrozen variables, batch dependence, and the
+    patterns no route finding has explained yet."""
+    from pipeline.check import patterns
+
+    findings = []
+    if custom:
+        tf_version, _ = patterns.tensorflow_ops()
+        for op, names in custom.items():
+            findings.append(Finding(
+                "blocker", "all", "custom_op", op, names,
+                "custom op {}: TensorFlow {} has no such op, so the graph cannot be loaded without its op library".format(op, tf_version),
+                "load its library (tf.load_op_library) and replace it with standard ops or a TensorRT plugin, or cut it out"))
+    explained = {n for r in results for f in r.findings + r.accepted_but_wrong for n in f.nodes if f.severity != "info"}
+    for match in matches:
+        if match.batch_dependent or match.stochastic:
+            findings.append(Finding("warning", "all", "batch_dependent" if match.batch_dependent else "stochastic",
+                                    _ops(graph, match.nodes), match.nodes, match.cause, match.fix, match.rewrite,
+                                    match.batch_dependent))
+            continue
+        if all(n in explained for n in match.nodes):
+            continue
+        severity = match.severity if match.family in ("variables", "debug") else "info"
+        findings.append(Finding(severity, "all", "pattern", _ops(graph, match.nodes), match.nodes, match.cause, match.fix,
+                                match.rewrite))
+    return findings
+
+
+def _ops(graph, names):
+    return "/".join(sorted({graph.nodes[n].op for n in names if n in graph.nodes}))
+
+
+def _describe_model(graph):
+    ops = sorted({n.op for n in graph.nodes.values()})
+    return {
+        "path": str(graph.source),
+        "format": graph.format,
+        "kind": graph.kind,
+        "nodes": len(graph.nodes),
+        "op_types": len(ops),
+        "opset": graph.opset,
+        "inputs": [{"name": t, "dtype": graph.tensor_types.get(t), "shape": (graph.input_shapes or {}).get(t)} for t in graph.inputs],
+        "outputs": list(graph.outputs),
+    }
+
+
+def _describe_target(target):
+    return {"name": target.name, "jetpack": target.jetpack, "tensorrt": target.tensorrt, "routes": list(target.routes),
+            "max_opset": target.max_opset}

@@ -1,0 +1,303 @@
+"""Why a node is in a deploy graph: recognise the subgraphs users meet, and say what fixes them.
+
+Structural patterns are found here (dropout in training mode, batch norm in training mode,
+reductions over the batch axis); op families (input pipelines, detection post-processing,
+control flow, optimizer/saver/summary ops, variables...) are data in targets/ops/op_families.yaml.
+Each match carries its cause, its fix and the rewrite pass that fixes it, where there is one.
+"""
+
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+from pipeline.errors import DeployError
+
+FUSED_BATCH_NORM = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+RANDOM = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform")
+_DROPOUT_HOPS = 6
+
+
+@dataclass
+class Match:
+    kind: str  # dropout_training | batchnorm_training | batch_reduction | family name
+    nodes: List[str]
+    cause: str
+    fix: str
+    rewrite: Optional[str] = None
+    severity: str = "warning"
+    batch_dependent: bool = False
+    stochastic: bool = False
+    family: Optional[str] = None
+    boundary: List[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ op families
+
+
+@dataclass
+class Family:
+    name: str
+    ops: frozenset
+    prefixes: tuple
+    suffixes: tuple
+    cause: str
+    fix: str
+    rewrite: Optional[str]
+    severity: str
+    batch_dependent: bool
+    cut: bool
+
+    def has(self, op):
+        return op in self.ops or op.startswith(self.prefixes) or op.endswith(self.suffixes)
+
+
+def _ops_dir():
+    base = os.environ.get("DEPLOY_TARGETS_DIR")
+    return (Path(base) if base else Path(__file__).resolve().parents[2] / "targets") / "ops"
+
+
+def _load_yaml(path):
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        with open(str(path)) as f:
+            return yaml.load(f, Loader=loader)
+    except OSError as e:
+        raise DeployError("{}: cannot read ({}); reinstall deploy or set DEPLOY_TARGETS_DIR".format(path, e.strerror))
+
+
+@functools.lru_cache(maxsize=None)
+def families():
+    data = _load_yaml(_ops_dir() / "op_families.yaml")
+    out = []
+    for name, f in data["families"].items():
+        out.append(Family(
+            name=name, ops=frozenset(f.get("ops", ())), prefixes=tuple(f.get("prefixes", ())),
+            suffixes=tuple(f.get("suffixes", ())), cause=f["cause"], fix=f["fix"], rewrite=f.get("rewrite"),
+            severity=f.get("severity", "warning"), batch_dependent=bool(f.get("batch_dependent")), cut=bool(f.get("cut")),
+        ))
+    return tuple(out)
+
+
+def family_of(op):
+    for fam in families():
+        if fam.has(op):
+            return fam
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def tensorflow_ops():
+    """Every op the TensorFlow that generated targets/ops/tensorflow_ops.yaml registers."""
+    data = _load_yaml(_ops_dir() / "tensorflow_ops.yaml")
+    return data["tensorflow"], frozenset(data["ops"])
+
+
+# ------------------------------------------------------------------------------ recognisers
+
+
+def find_patterns(graph):
+    """All matches in a TensorFlow graph (an ONNX graph gets the stochastic/family checks only)."""
+    matches = []
+    matches += _dropout(graph)
+    in_dropout = {n for m in matches for n in m.nodes}
+    matches += _batchnorm_training(graph)
+    matches += _batch_reductions(graph)
+    matches += _families(graph, skip=in_dropout)
+    return matches
+
+
+def _dropout(graph):
+    """RandomUniform -> ... -> Floor -> Mul (TF1) or RandomUniform -> GreaterEqual -> Cast/Select -> Mul (TF2)."""
+    matches = []
+    for node in graph.nodes.values():
+        if node.op not in RANDOM:
+            continue
+        path, form = _walk_to_mask(graph, node)
+        if form is None:
+            continue
+        nodes = set(path)
+        keep_prob = _keep_prob_placeholders(graph, nodes)
+        fed = " fed by placeholder {}".format(", ".join(sorted(set(keep_prob)))) if keep_prob else ""
+        matches.append(Match(
+            kind="dropout_training",
+            nodes=sorted(nodes),
+            cause="dropout left in training mode ({}){}: the output is random".format(form, fed),
+            fix="exported in training mode — rebuild with training=False (deploy's export stage does) or apply rewrite strip_dropout",
+            rewrite="strip_dropout",
+            severity="warning",
+            stochastic=True,
+        ))
+    return matches
+
+
+def _keep_prob_placeholders(graph, nodes, hops=3):
+    """Scalar placeholders feeding the dropout arithmetic (a keep_prob or rate fed at run time),
+    directly or through a few ops (rate = 1 - keep_prob)."""
+    found, frontier, seen = set(), list(nodes), set(nodes)
+    for _ in range(hops):
+        nxt = []
+        for name in frontier:
+            for inp in graph.nodes[name].inputs:
+                src = graph.producer(inp)
+                if src is None or src.name in seen or src.op == "Const":
+                    continue
+                seen.add(src.name)
+                if src.op in ("Placeholder", "PlaceholderWithDefault"):
+                    if src.attrs.get("shape") == []:
+                        found.add(src.name)
+                elif src.op not in RANDOM:
+                    nxt.append(src.name)
+        frontier = nxt
+    return found
+
+
+def _walk_to_mask(graph, start):
+    """Breadth-first from a random op to the mask-forming op; returns (nodes on the way, form)."""
+    frontier = [(start.name, [start.name])]
+    seen = {start.name}
+    for _ in range(_DROPOUT_HOPS):
+        nxt = []
+        for name, path in frontier:
+            for consumer in graph.consumers(name):
+                if consumer.name in seen:
+                    continue
+                seen.add(consumer.name)
+                p = path + [consumer.name]
+                if consumer.op == "Floor":
+                    return p + _applied_by(graph, consumer, ("Mul",)), "RandomUniform → Floor → Mul"
+                if consumer.op in ("GreaterEqual", "Greater", "Less", "LessEqual"):
+                    tail = _applied_by(graph, consumer, ("Cast", "Select", "SelectV2"))
+                    if tail:
+                        tail += _applied_by(graph, graph.nodes[tail[-1]], ("Mul",))
+                    return p + tail, "RandomUniform → {} → {} → Mul".format(
+                        consumer.op, graph.nodes[tail[0]].op if tail else "Cast")
+                nxt.append((consumer.name, p))
+        frontier = nxt
+    return [], None
+
+
+def _applied_by(graph, node, ops):
+    for consumer in graph.consumers(node.name):
+        if consumer.op in ops:
+            return [consumer.name]
+    return []
+
+
+def _batchnorm_training(graph):
+    matches = []
+    for node in graph.nodes.values():
+        if node.op in FUSED_BATCH_NORM and node.attrs.get("is_training") is True:
+            matches.append(Match(
+                kind="batchnorm_training",
+                nodes=[node.name],
+                cause="batch norm in training mode ({} is_training=true): it normalises with the batch's own mean and "
+                      "variance, so a sample's output depends on the others in its batch".format(node.op),
+                fix="export with training=False (deploy's export stage does) or apply rewrite bn_inference "
+                    "(uses the moving mean and variance)",
+                rewrite="bn_inference",
+                severity="warning",
+                batch_dependent=True,
+            ))
+    return matches
+
+
+def _batch_reductions(graph):
+    """Mean/Sum/Max/Min over axis 0 of a 4-D activation (e.g. tf.nn.moments in a training-mode BN)."""
+    matches = []
+    for node in graph.nodes.values():
+        if node.op not in ("Mean", "Sum", "Max", "Min", "Prod") or len(node.inputs) < 2:
+            continue
+        axes = graph.producer(node.inputs[1])
+        if axes is None or axes.op != "Const":
+            continue
+        value = axes.attrs.get("value")
+        values = getattr(value, "value", None)
+        if values is None:
+            continue
+        try:
+            flat = [int(v) for v in list(getattr(values, "flat", [values]))]
+        except (TypeError, ValueError):
+            continue
+        if 0 in flat:
+            matches.append(Match(
+                kind="batch_reduction",
+                nodes=[node.name],
+                cause="{} over the batch axis (axis 0): a sample's output depends on the others in its batch "
+                      "(e.g. tf.nn.moments of a training-mode batch norm)".format(node.op),
+                fix="use fixed statistics at inference (batch norm with training=False, rewrite bn_inference)",
+                rewrite="bn_inference",
+                severity="warning",
+                batch_dependent=True,
+            ))
+    return matches
+
+
+def _families(graph, skip):
+    by_family = {}
+    for node in graph.nodes.values():
+        if node.name in skip:
+            continue
+        fam = family_of(node.op)
+        if fam is not None:
+            by_family.setdefault(fam.name, (fam, []))[1].append(node.name)
+    matches = []
+    for fam, names in by_family.values():
+        boundary = _boundary(graph, set(names), fam) if fam.cut else []
+        matches.append(Match(
+            kind=fam.name,
+            family=fam.name,
+            nodes=names,
+            cause=fam.cause,
+            fix=fam.fix.format(boundary=", ".join(boundary[:3]) or "its boundary"),
+            rewrite=fam.rewrite,
+            severity=fam.severity,
+            batch_dependent=fam.batch_dependent,
+            stochastic=fam.name == "stochastic",
+            boundary=boundary,
+        ))
+    return matches
+
+
+def _boundary(graph, members, fam):
+    """Where to cut: after an input pipeline (its consumers outside it), before post-processing (its inputs)."""
+    out = []
+    if fam.name == "input_pipeline":
+        for name in members:
+            for consumer in graph.consumers(name):
+                if consumer.name not in members and consumer.name not in out:
+                    out.append(consumer.name)
+    else:
+        for name in members:
+            for inp in graph.nodes[name].inputs:
+                src_node = graph.producer(inp)
+                if src_node is not None and src_node.name not in members and src_node.op != "Const" \
+                        and src_node.name not in out:
+                    out.append(src_node.name)
+    return sorted(out)
+
+
+ONNX_RANDOM = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Multinomial", "Bernoulli")
+
+
+def find_onnx_patterns(graph):
+    """ONNX graphs: random ops, and batch norm in training mode (training_mode=1, opset 14+)."""
+    matches = []
+    random = [n.name for n in graph.nodes.values() if n.op in ONNX_RANDOM and n.domain in ("", "ai.onnx")]
+    if random:
+        matches.append(Match(
+            kind="stochastic", family="stochastic", nodes=random,
+            cause="random-number ops make the output random (left-over dropout or augmentation from training)",
+            fix="convert from an inference graph (training=False), or remove the random branch (rewrite strip_dropout)",
+            rewrite="strip_dropout", severity="warning", stochastic=True))
+    for node in graph.nodes.values():
+        if node.op == "BatchNormalization" and node.attrs.get("training_mode") == 1:
+            matches.append(Match(
+                kind="batchnorm_training", nodes=[node.name],
+                cause="BatchNormalization with training_mode=1 normalises with the batch's own statistics",
+                fix="convert from an inference graph (training=False)", rewrite="bn_inference",
+                severity="warning", batch_dependent=True))
+    return matches

@@ -1,0 +1,254 @@
+"""Per-route checks: which nodes a route (uff, onnx, tftrt) cannot take, from the target's op tables.
+
+Every unsupported op is reported, grouped by op with its nodes; nothing stops at the first.
+A finding's cause and fix come from the pattern or op family its nodes belong to, when they do.
+"""
+
+from collections import OrderedDict
+
+from pipeline.check.findings import Finding, RouteResult
+
+# TF dtype names -> the ONNX/TensorRT type names the op tables use
+_TYPE_NAMES = {
+    "float32": "FLOAT32", "float16": "FLOAT16", "float64": "DOUBLE", "double": "DOUBLE", "int8": "INT8",
+    "uint8": "UINT8", "int32": "INT32", "int64": "INT64", "bool": "BOOL", "string": "STRING",
+    "float": "FLOAT32", "bfloat16": "BFLOAT16",
+}
+# ops every converter takes care of by itself
+_BOOKKEEPING = {"Placeholder", "Const", "Identity", "NoOp"}
+
+
+def _group(nodes):
+    """OrderedDict op -> [node names], in graph order."""
+    groups = OrderedDict()
+    for node in nodes:
+        groups.setdefault(node.op, []).append(node.name)
+    return groups
+
+
+def _explain(names, by_node, default_cause, default_fix, default_rewrite=None):
+    for name in names:
+        match = by_node.get(name)
+        if match is not None:
+            return match.cause, match.fix, match.rewrite
+    return default_cause, default_fix, default_rewrite
+
+
+def _plugin_finding(route, op, names, target, plugins):
+    present = plugins.get(op)
+    if present:
+        return Finding("info", route, "plugin", op, names,
+                       "TensorRT plugin {} (in TensorRT {}'s plugin library)".format(op, target.tensorrt),
+                       "nothing to do: the parser maps it to the plugin")
+    return Finding("blocker", route, "plugin", op, names,
+                   "TensorRT plugin {} is not in TensorRT {}'s plugin library".format(op, target.tensorrt),
+                   "use a plugin the target has, build and load this plugin on the device, or run it on the CPU")
+
+
+def check_uff(graph, target, table, by_node, plugins, known_plugins, skip=frozenset()):
+    result = RouteResult("uff", table.name, "UFF parser, TensorRT {}".format(target.tensorrt))
+    bad = [n for n in graph.nodes.values() if n.name not in skip and not table.is_supported(n.op)]
+    for op, names in _group(bad).items():
+        if op in known_plugins:
+            result.findings.append(_plugin_finding("uff", op, names, target, plugins))
+            continue
+        support = table.lookup(op)
+        reason = getattr(support, "reason", None) or "the UFF converter has no conversion for {}".format(op)
+        cause, fix, rewrite = _explain(names, by_node, reason, "replace {} with ops UFF supports, or take the onnx route".format(op))
+        if cause != reason:
+            cause = "{} ({})".format(cause, reason)
+        result.findings.append(Finding("blocker", "uff", "unsupported_op", op, names, cause, fix, rewrite))
+    for name, dims in _dynamic_inputs(graph):
+        result.findings.append(Finding(
+            "blocker", "uff", "dynamic_shape", None, [name],
+            "input {} has dynamic dimensions {} beyond the batch; UFF inputs need fixed C, H, W".format(name, _dims(dims)),
+            "fix the input size (rewrite set_input_shape) or export with a fixed input size", "set_input_shape"))
+    _accepted_but_wrong(result, graph, by_node, lambda op: table.is_supported(op))
+    return result
+
+
+def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_plugins, skip=frozenset()):
+    """A TensorFlow graph on the onnx route: predict tf2onnx's ONNX ops, then check them.
+    ``skip``: nodes that never reach tf2onnx's op handlers (folded, rewritten, reported elsewhere)."""
+    result = RouteResult("onnx", table.name, "opset {}, TensorRT {} ONNX parser (tf2onnx prediction)".format(opset, target.tensorrt),
+                         opset=opset)
+    no_handler, failing, emitted_bad = OrderedDict(), OrderedDict(), OrderedDict()
+    for node in graph.nodes.values():
+        if node.op in _BOOKKEEPING or node.name in skip:
+            continue
+        if node.op in known_plugins:
+            no_handler.setdefault(("plugin", node.op), []).append(node.name)
+            continue
+        if not tf2onnx.handled(node.op, opset):
+            no_handler.setdefault(("op", node.op), []).append(node.name)
+            continue
+        error = tf2onnx.error(node.op, opset)
+        if error:
+            failing.setdefault(node.op, ([], error))[0].append(node.name)
+            continue
+        for onnx_op in tf2onnx.emits(node.op, opset) or ():
+            if not table.is_supported(onnx_op):
+                emitted_bad.setdefault(onnx_op, OrderedDict()).setdefault(node.op, []).append(node.name)
+    for (kind, op), names in no_handler.items():
+        if kind == "plugin":
+            result.findings.append(_plugin_finding("onnx", op, names, target, plugins))
+            continue
+        default = "tf2onnx has no conversion for {} at opset {}".format(op, opset)
+        cause, fix, rewrite = _explain(names, by_node, default, "replace {} before conversion, or cut it out of the graph".format(op), "cut")
+        if cause != default:
+            cause = "{} ({})".format(cause, default)
+        result.findings.append(Finding("blocker", "onnx", "unsupported_op", op, names, cause, fix, rewrite))
+    for op, (names, error) in failing.items():
+        cause, fix, rewrite = _explain(names, by_node, "tf2onnx fails on {} at opset {}: {}".format(op, opset, error),
+                                       "replace {} before conversion".format(op))
+        result.findings.append(Finding("blocker", "onnx", "unsupported_op", op, names, cause, fix, rewrite))
+    for onnx_op, sources in emitted_bad.items():
+        names = [n for group in sources.values() for n in group]
+        support = table.lookup(onnx_op)
+        reason = getattr(support, "reason", None)
+        default = "TensorFlow {} becomes ONNX {}, which the TensorRT {} ONNX parser does not support{}".format(
+            "/".join(sources), onnx_op, target.tensorrt, ": " + reason if reason else "")
+        cause, fix, rewrite = _explain(names, by_node, default, "replace it with supported ops before conversion")
+        if cause != default:
+            cause = "{} ({})".format(cause, default)
+        result.findings.append(Finding("blocker", "onnx", "unsupported_op", onnx_op, names, cause, fix, rewrite))
+    result.findings += _dtype_findings("onnx", graph, table, target)
+    result.findings += _dynamic_warnings("onnx", graph)
+    _accepted_but_wrong(result, graph, by_node, lambda op: _onnx_accepts_tf_op(op, tf2onnx, opset, table),
+                        skip=skip)
+    return result
+
+
+def _onnx_accepts_tf_op(op, tf2onnx, opset, table):
+    emitted = tf2onnx.emits(op, opset)
+    return tf2onnx.handled(op, opset) and emitted is not None and all(table.is_supported(o) for o in emitted)
+
+
+def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
+    opset = graph.opset
+    result = RouteResult("onnx", table.name, "opset {}, TensorRT {} ONNX parser".format(opset, target.tensorrt), opset=opset)
+    if opset is not None and opset > target.max_opset:
+        result.findings.append(Finding(
+            "blocker", "onnx", "opset", None, [],
+            "the model is at ONNX opset {}; TensorRT {} parses up to opset {}".format(opset, target.tensorrt, target.max_opset),
+            "convert again at opset {} (deploy's convert stage picks it for the target; tf2onnx --opset {})".format(
+                target.max_opset, target.max_opset)))
+    unknown = OrderedDict()
+    for node in graph.nodes.values():
+        if node.domain not in ("", "ai.onnx") or node.op in known_plugins:
+            unknown.setdefault(node.op, []).append(node.name)
+            continue
+        if not table.is_supported(node.op):
+            unknown.setdefault(node.op, []).append(node.name)
+            continue
+        support = table.lookup(node.op)
+        for attr, allowed in (getattr(support, "attributes", None) or {}).items():
+            value = node.attrs.get(attr)
+            if value is not None and allowed and _text(value) not in [_text(a) for a in allowed]:
+                result.findings.append(Finding(
+                    "blocker", "onnx", "attribute", node.op, [node.name],
+                    "{} {}={!r}: TensorRT {} supports {}".format(node.op, attr, _text(value), target.tensorrt,
+                                                                 ", ".join(map(_text, allowed))),
+                    "change the attribute before conversion (e.g. another resize mode)"))
+    for op, names in unknown.items():
+        node = graph.nodes[names[0]]
+        if op in known_plugins:
+            result.findings.append(_plugin_finding("onnx", op, names, target, plugins))
+        elif node.domain not in ("", "ai.onnx"):
+            result.findings.append(Finding(
+                "blocker", "onnx", "custom_op", op, names,
+                "custom op {}::{}: TensorRT needs a plugin registered under the name {}".format(node.domain, op, op),
+                "write and load a TensorRT plugin named {}, or replace the op before conversion".format(op)))
+        else:
+            support = table.lookup(op)
+            reason = getattr(support, "reason", None)
+            cause, fix, rewrite = _explain(
+                names, by_node, "the TensorRT {} ONNX parser does not support {}{}".format(
+                    target.tensorrt, op, ": " + reason if reason else ""),
+                "replace {} with supported ops, or cut it out of the graph".format(op))
+            result.findings.append(Finding("blocker", "onnx", "unsupported_op", op, names, cause, fix, rewrite))
+    result.findings += _dtype_findings("onnx", graph, table, target)
+    result.findings += _dynamic_warnings("onnx", graph)
+    _accepted_but_wrong(result, graph, by_node, lambda op: table.is_supported(op))
+    return result
+
+
+def check_tftrt(graph, target, table, skip=frozenset()):
+    result = RouteResult("tftrt", table.name, "TF-TRT (TensorRT {}) inside TensorFlow".format(target.tensorrt))
+    stay = [n for n in graph.nodes.values()
+            if n.op not in _BOOKKEEPING and n.name not in skip and not table.is_supported(n.op)]
+    for op, names in _group(stay).items():
+        result.findings.append(Finding(
+            "info", "tftrt", "stays_in_tensorflow", op, names,
+            "TF-TRT has no converter for {}: these nodes run in TensorFlow, outside the TensorRT engines".format(op),
+            "nothing blocks; for speed, replace {} or take the onnx/uff route".format(op)))
+    total = sum(len(v) for v in _group(stay).values())
+    result.note = "{} node(s) stay in TensorFlow".format(total) if total else "every node converts"
+    return result
+
+
+def _accepted_but_wrong(result, graph, by_node, accepts, skip=()):
+    """Stochastic or batch-dependent subgraphs the route converts without complaint."""
+    seen = set()
+    for name, match in by_node.items():
+        if id(match) in seen or name in skip or not (match.stochastic or match.batch_dependent):
+            continue
+        seen.add(id(match))
+        ops = sorted({graph.nodes[n].op for n in match.nodes if n in graph.nodes})
+        if ops and all(accepts(op) for op in ops):
+            result.accepted_but_wrong.append(Finding(
+                "warning", result.route, "accepted_but_wrong", "/".join(ops), list(match.nodes),
+                "converts without error, but {}".format(match.cause), match.fix, match.rewrite, match.batch_dependent))
+
+
+def _dtype_findings(route, graph, table, target):
+    accepted = set(getattr(table, "data_types", None) or ())
+    if not accepted:
+        return []
+    findings = []
+    for tensor, dtype in _input_types(graph):
+        name = _TYPE_NAMES.get(dtype, dtype.upper())
+        if name in accepted or (name == "FLOAT32" and "FLOAT" in accepted):
+            continue
+        if name == "INT64":
+            findings.append(Finding("warning", route, "dtype", None, [tensor],
+                                    "input {} is INT64; TensorRT {} casts INT64 to INT32".format(tensor, target.tensorrt),
+                                    "use int32 inputs (rewrite int64_to_int32) if values can exceed 2^31", "int64_to_int32"))
+        else:
+            findings.append(Finding("blocker", route, "dtype", None, [tensor],
+                                    "input {} is {}; TensorRT {} has no {} tensors".format(tensor, name, target.tensorrt, name),
+                                    "feed float32 instead (rewrite retype_input) and convert on the host side", "retype_input"))
+    return findings
+
+
+def _input_types(graph):
+    for tensor in graph.inputs:
+        dtype = graph.tensor_types.get(tensor)
+        if dtype is None and graph.kind == "tensorflow":
+            node = graph.nodes.get(tensor.split(":")[0])
+            dtype = node.attrs.get("dtype") if node is not None else None
+        if dtype:
+            yield tensor, str(dtype)
+
+
+def _dynamic_inputs(graph):
+    for tensor, dims in (graph.input_shapes or {}).items():
+        if dims and any(d is None or isinstance(d, str) for d in list(dims)[1:]):
+            yield tensor, dims
+
+
+def _dynamic_warnings(route, graph):
+    return [Finding("warning", route, "dynamic_shape", None, [tensor],
+                    "input {} has dynamic dimensions {} beyond the batch; the engine needs an optimization profile "
+                    "(min/opt/max shapes)".format(tensor, _dims(dims)),
+                    "fix the input size (rewrite set_input_shape) or give a profile when building the engine",
+                    "set_input_shape")
+            for tensor, dims in _dynamic_inputs(graph)]
+
+
+def _dims(dims):
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
