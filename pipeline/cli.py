@@ -189,6 +189,11 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("deploy: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _more(error):

@@ -12,9 +12,17 @@ __all__ = ["check_model", "check_graph", "CheckReport", "Finding", "RouteResult"
 
 
 def check_model(path, target, routes=None, signature="serving_default"):
+    import gc
+
     from pipeline.graph.readers import read_model
 
-    return check_graph(read_model(path, signature=signature), target, routes)
+    enabled = gc.isenabled()
+    gc.disable()  # a big graph is millions of long-lived objects: cyclic GC passes only cost time
+    try:
+        return check_graph(read_model(path, signature=signature), target, routes)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def check_graph(graph, target, routes=None):
@@ -78,15 +86,19 @@ def constant_subgraph(graph):
 
     const = {n.name for n in graph.nodes.values() if n.op == "Const"}
     folded = set()
-    for node in graph.topological_order():
-        if node.op == "Const" or not node.inputs or node.op in RANDOM:
-            continue
-        fam = family_of(node.op)
-        if fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"):
-            continue
-        if all(graph.producer_name(i) in const for i in node.inputs):
-            const.add(node.name)
-            folded.add(node.name)
+    work = list(const)
+    while work:  # from the constants forward: only their consumers are ever looked at
+        name = work.pop()
+        for node in graph.consumers(name):
+            if node.name in const or node.op in RANDOM:
+                continue
+            fam = family_of(node.op)
+            if fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"):
+                continue
+            if all(graph.producer_name(i) in const for i in node.inputs):
+                const.add(node.name)
+                folded.add(node.name)
+                work.append(node.name)
     return folded
 
 
@@ -123,6 +135,7 @@ def _graph_findings(graph, matches, results, custom):
                 "blocker", "all", "custom_op", op, names,
                 "custom op {}: TensorFlow {} has no such op, so the graph cannot be loaded without its op library".format(op, tf_version),
                 "load its library (tf.load_op_library) and replace it with standard ops or a TensorRT plugin, or cut it out"))
+    checked = {r.route for r in results if r.applicable}
     explained = {n for r in results for f in r.findings + r.accepted_but_wrong for n in f.nodes if f.severity != "info"}
     for match in matches:
         if match.batch_dependent or match.stochastic:
@@ -130,7 +143,7 @@ def _graph_findings(graph, matches, results, custom):
                                     _ops(graph, match.nodes), match.nodes, match.cause, match.fix, match.rewrite,
                                     match.batch_dependent))
             continue
-        if all(n in explained for n in match.nodes):
+        if all(n in explained for n in match.nodes) or (match.routes and not set(match.routes) & checked):
             continue
         severity = match.severity if match.family in ("variables", "debug") else "info"
         findings.append(Finding(severity, "all", "pattern", _ops(graph, match.nodes), match.nodes, match.cause, match.fix,
@@ -151,9 +164,18 @@ def _describe_model(graph):
         "nodes": len(graph.nodes),
         "op_types": len(ops),
         "opset": graph.opset,
-        "inputs": [{"name": t, "dtype": graph.tensor_types.get(t), "shape": (graph.input_shapes or {}).get(t)} for t in graph.inputs],
+        "inputs": [{"name": t, "dtype": input_dtype(graph, t), "shape": (graph.input_shapes or {}).get(t)} for t in graph.inputs],
         "outputs": list(graph.outputs),
     }
+
+
+def input_dtype(graph, tensor):
+    """A graph input's dtype name (TF: the Placeholder's dtype attr, without typing every tensor)."""
+    if graph.kind == "tensorflow":
+        node = graph.producer(tensor)
+        dtype = node.attrs.get("dtype") if node is not None else None
+        return str(dtype) if dtype else None
+    return graph.tensor_types.get(tensor)
 
 
 def _describe_target(target):

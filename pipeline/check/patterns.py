@@ -31,6 +31,7 @@ class Match:
     stochastic: bool = False
     family: Optional[str] = None
     boundary: List[str] = field(default_factory=list)
+    routes: tuple = ()  # routes the match explains; () = every route
 
 
 # ------------------------------------------------------------------------------ op families
@@ -48,6 +49,7 @@ class Family:
     severity: str
     batch_dependent: bool
     cut: bool
+    routes: tuple = ()  # routes the family explains findings of; () = every route
 
     def has(self, op):
         return op in self.ops or op.startswith(self.prefixes) or op.endswith(self.suffixes)
@@ -78,10 +80,12 @@ def families():
             name=name, ops=frozenset(f.get("ops", ())), prefixes=tuple(f.get("prefixes", ())),
             suffixes=tuple(f.get("suffixes", ())), cause=f["cause"], fix=f["fix"], rewrite=f.get("rewrite"),
             severity=f.get("severity", "warning"), batch_dependent=bool(f.get("batch_dependent")), cut=bool(f.get("cut")),
+            routes=tuple(f.get("routes", ())),
         ))
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def family_of(op):
     for fam in families():
         if fam.has(op):
@@ -215,12 +219,8 @@ def _batch_reductions(graph):
         if axes is None or axes.op != "Const":
             continue
         value = axes.attrs.get("value")
-        values = getattr(value, "value", None)
-        if values is None:
-            continue
-        try:
-            flat = [int(v) for v in list(getattr(values, "flat", [values]))]
-        except (TypeError, ValueError):
+        flat = value.ints() if hasattr(value, "ints") else None
+        if flat is None:
             continue
         if 0 in flat:
             matches.append(Match(
@@ -258,6 +258,7 @@ def _families(graph, skip):
             batch_dependent=fam.batch_dependent,
             stochastic=fam.name == "stochastic",
             boundary=boundary,
+            routes=fam.routes,
         ))
     return matches
 

@@ -26,10 +26,10 @@ def _group(nodes):
     return groups
 
 
-def _explain(names, by_node, default_cause, default_fix, default_rewrite=None):
+def _explain(names, by_node, default_cause, default_fix, default_rewrite=None, route=None):
     for name in names:
         match = by_node.get(name)
-        if match is not None:
+        if match is not None and (not match.routes or route in match.routes):
             return match.cause, match.fix, match.rewrite
     return default_cause, default_fix, default_rewrite
 
@@ -45,16 +45,31 @@ def _plugin_finding(route, op, names, target, plugins):
                    "use a plugin the target has, build and load this plugin on the device, or run it on the CPU")
 
 
+def _per_op(func):
+    """``func(op)`` computed once per distinct op (graphs have 100,000s of nodes and few ops)."""
+    cache = {}
+
+    def cached(op):
+        if op not in cache:
+            cache[op] = func(op)
+        return cache[op]
+
+    return cached
+
+
 def check_uff(graph, target, table, by_node, plugins, known_plugins, skip=frozenset()):
     result = RouteResult("uff", table.name, "UFF parser, TensorRT {}".format(target.tensorrt))
-    bad = [n for n in graph.nodes.values() if n.name not in skip and not table.is_supported(n.op)]
+    supported = _per_op(table.is_supported)
+    # NoOps carry no data (only control edges); the debug-family warning covers them
+    bad = [n for n in graph.nodes.values() if n.name not in skip and n.op != "NoOp" and not supported(n.op)]
     for op, names in _group(bad).items():
         if op in known_plugins:
             result.findings.append(_plugin_finding("uff", op, names, target, plugins))
             continue
         support = table.lookup(op)
         reason = getattr(support, "reason", None) or "the UFF converter has no conversion for {}".format(op)
-        cause, fix, rewrite = _explain(names, by_node, reason, "replace {} with ops UFF supports, or take the onnx route".format(op))
+        cause, fix, rewrite = _explain(names, by_node, reason, "replace {} with ops UFF supports, or take the onnx route".format(op),
+                                       route="uff")
         if cause != reason:
             cause = "{} ({})".format(cause, reason)
         result.findings.append(Finding("blocker", "uff", "unsupported_op", op, names, cause, fix, rewrite))
@@ -73,21 +88,30 @@ def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_
     result = RouteResult("onnx", table.name, "opset {}, TensorRT {} ONNX parser (tf2onnx prediction)".format(opset, target.tensorrt),
                          opset=opset)
     no_handler, failing, emitted_bad = OrderedDict(), OrderedDict(), OrderedDict()
+
+    @_per_op
+    def verdict(op):
+        if op in known_plugins:
+            return "plugin", None
+        if not tf2onnx.handled(op, opset):
+            return "no_handler", None
+        error = tf2onnx.error(op, opset)
+        if error:
+            return "failing", error
+        return "emits", [o for o in tf2onnx.emits(op, opset) or () if not table.is_supported(o)]
+
     for node in graph.nodes.values():
         if node.op in _BOOKKEEPING or node.name in skip:
             continue
-        if node.op in known_plugins:
+        kind, detail = verdict(node.op)
+        if kind == "plugin":
             no_handler.setdefault(("plugin", node.op), []).append(node.name)
-            continue
-        if not tf2onnx.handled(node.op, opset):
+        elif kind == "no_handler":
             no_handler.setdefault(("op", node.op), []).append(node.name)
-            continue
-        error = tf2onnx.error(node.op, opset)
-        if error:
-            failing.setdefault(node.op, ([], error))[0].append(node.name)
-            continue
-        for onnx_op in tf2onnx.emits(node.op, opset) or ():
-            if not table.is_supported(onnx_op):
+        elif kind == "failing":
+            failing.setdefault(node.op, ([], detail))[0].append(node.name)
+        else:
+            for onnx_op in detail:
                 emitted_bad.setdefault(onnx_op, OrderedDict()).setdefault(node.op, []).append(node.name)
     for (kind, op), names in no_handler.items():
         if kind == "plugin":
@@ -114,7 +138,7 @@ def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_
         result.findings.append(Finding("blocker", "onnx", "unsupported_op", onnx_op, names, cause, fix, rewrite))
     result.findings += _dtype_findings("onnx", graph, table, target)
     result.findings += _dynamic_warnings("onnx", graph)
-    _accepted_but_wrong(result, graph, by_node, lambda op: _onnx_accepts_tf_op(op, tf2onnx, opset, table),
+    _accepted_but_wrong(result, graph, by_node, _per_op(lambda op: _onnx_accepts_tf_op(op, tf2onnx, opset, table)),
                         skip=skip)
     return result
 
@@ -134,11 +158,12 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
             "convert again at opset {} (deploy's convert stage picks it for the target; tf2onnx --opset {})".format(
                 target.max_opset, target.max_opset)))
     unknown = OrderedDict()
+    supported = _per_op(table.is_supported)
     for node in graph.nodes.values():
         if node.domain not in ("", "ai.onnx") or node.op in known_plugins:
             unknown.setdefault(node.op, []).append(node.name)
             continue
-        if not table.is_supported(node.op):
+        if not supported(node.op):
             unknown.setdefault(node.op, []).append(node.name)
             continue
         support = table.lookup(node.op)
@@ -175,8 +200,8 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
 
 def check_tftrt(graph, target, table, skip=frozenset()):
     result = RouteResult("tftrt", table.name, "TF-TRT (TensorRT {}) inside TensorFlow".format(target.tensorrt))
-    stay = [n for n in graph.nodes.values()
-            if n.op not in _BOOKKEEPING and n.name not in skip and not table.is_supported(n.op)]
+    supported = _per_op(table.is_supported)
+    stay = [n for n in graph.nodes.values() if n.op not in _BOOKKEEPING and n.name not in skip and not supported(n.op)]
     for op, names in _group(stay).items():
         result.findings.append(Finding(
             "info", "tftrt", "stays_in_tensorflow", op, names,
@@ -222,13 +247,12 @@ def _dtype_findings(route, graph, table, target):
 
 
 def _input_types(graph):
+    from pipeline.check import input_dtype
+
     for tensor in graph.inputs:
-        dtype = graph.tensor_types.get(tensor)
-        if dtype is None and graph.kind == "tensorflow":
-            node = graph.nodes.get(tensor.split(":")[0])
-            dtype = node.attrs.get("dtype") if node is not None else None
+        dtype = input_dtype(graph, tensor)
         if dtype:
-            yield tensor, str(dtype)
+            yield tensor, dtype
 
 
 def _dynamic_inputs(graph):

@@ -870,10 +870,10 @@ def _onnx_attr(attr, source, opset):
 # -- Keras (TensorFlow) --------------------------------------------------------------------------
 
 def _read_keras(path):
-    """Load with Keras, trace ``model(x, training=False)`` as a concrete function, view its graph.
+    """Load with Keras, trace ``model(x, training=False)`` as a concrete function and freeze it
+    (variables to constants, as deploy's export and freeze stages do), then view that graph.
 
-    The view is pruned from the traced outputs and inlined like a SavedModel's. Variables the call
-    captures appear as Placeholder nodes of dtype "resource" (as in TensorFlow's graph), not inputs.
+    The view is pruned from the traced outputs and inlined like a SavedModel's.
     """
     if path.stat().st_size == 0:
         raise DeployError("{}: file is empty; expected a Keras model saved with model.save()".format(path))
@@ -906,7 +906,9 @@ def _read_keras(path):
     def call(*xs):
         return model(xs[0] if len(xs) == 1 else list(xs), training=False)
 
-    concrete = call.get_concrete_function(*specs)
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    concrete = convert_variables_to_constants_v2(call.get_concrete_function(*specs))
     graph_def = proto.GraphDef()
     graph_def.ParseFromString(concrete.graph.as_graph_def().SerializeToString())
     input_names = [t.name for t in concrete.inputs[:len(specs)]]

@@ -29,14 +29,41 @@ UNKNOWN_RANK = None
 SMALL_TENSOR_ELEMENTS = 10_000
 
 
-@dataclass
 class TensorValue:
-    """A constant tensor: dtype name, shape, dense size in bytes, and the values when small."""
+    """A constant tensor: dtype name, shape, dense size in bytes, and the values when small.
 
-    dtype: str
-    shape: list
-    nbytes: int
-    value: object = None  # numpy array when <= SMALL_TENSOR_ELEMENTS elements (and decodable), else None
+    ``value`` (a numpy array, or None for big or undecodable tensors) is decoded on first access,
+    so reading a graph never imports numpy; ``ints()`` gives small integer tensors (axes, shapes)
+    as Python ints without numpy.
+    """
+
+    __slots__ = ("dtype", "shape", "nbytes", "_value", "_decode", "_proto")
+
+    def __init__(self, dtype, shape, nbytes, value=None, decode=None, proto=None):
+        self.dtype, self.shape, self.nbytes = dtype, shape, nbytes
+        self._value, self._decode, self._proto = value, decode, proto
+
+    @property
+    def value(self):
+        if self._decode is not None:
+            self._value, self._decode = self._decode(), None
+        return self._value
+
+    def ints(self):
+        """The values of a small integer tensor as a list of ints (None if not an int tensor)."""
+        proto = self._proto
+        if proto is None or self.dtype not in ("int32", "int64"):
+            return None if proto is not None or self.value is None else [int(v) for v in self.value.flat]
+        if proto.tensor_content:
+            import array
+
+            values = array.array("i" if self.dtype == "int32" else "q")
+            values.frombytes(proto.tensor_content)
+            return list(values)
+        return list(proto.int_val if self.dtype == "int32" else proto.int64_val)
+
+    def __repr__(self):
+        return "TensorValue(dtype={!r}, shape={!r}, nbytes={!r})".format(self.dtype, self.shape, self.nbytes)
 
     def __eq__(self, other):
         if not isinstance(other, TensorValue):
@@ -48,6 +75,13 @@ class TensorValue:
         import numpy as np
 
         return self.value.shape == other.value.shape and bool(np.array_equal(self.value, other.value))
+
+    def __getstate__(self):
+        return (self.dtype, self.shape, self.nbytes, self.value)
+
+    def __setstate__(self, state):
+        self.dtype, self.shape, self.nbytes, self._value = state
+        self._decode = self._proto = None
 
 
 @dataclass(frozen=True)
@@ -327,22 +361,24 @@ def decode_tf_tensor(tensor):
     if dtype == "string":
         strings = tensor.string_val
         nbytes = sum(len(s) for s in strings)
-        value = None
-        if count <= SMALL_TENSOR_ELEMENTS:
+
+        def decode_strings():
             import numpy as np
 
             items = list(strings)
             if items and len(items) < count:
                 items += [items[-1]] * (count - len(items))
-            if len(items) == count:
-                value = np.array(items, dtype=object).reshape(shape)
-        return TensorValue(dtype, shape, nbytes, value)
+            return np.array(items, dtype=object).reshape(shape) if len(items) == count else None
+
+        return TensorValue(dtype, shape, nbytes, decode=decode_strings if count <= SMALL_TENSOR_ELEMENTS else None,
+                           proto=tensor)
     np_name, itemsize = _NUMPY.get(dtype, (None, 0))
     nbytes = count * itemsize
-    value = None
+    decode = None
     if count <= SMALL_TENSOR_ELEMENTS and (np_name or dtype == "bfloat16"):
-        value = _tensor_array(tensor, dtype, np_name, shape, count)
-    return TensorValue(dtype, shape, nbytes, value)
+        def decode():
+            return _tensor_array(tensor, dtype, np_name, shape, count)
+    return TensorValue(dtype, shape, nbytes, decode=decode, proto=tensor)
 
 
 def _tensor_array(tensor, dtype, np_name, shape, count):

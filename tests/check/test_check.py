@@ -1,0 +1,243 @@
+"""`deploy check`: exact findings, causes, fixes, verdicts and exit codes on models built here."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+from onnx import TensorProto
+
+import fixtures
+from pipeline.check import check_model
+from pipeline.targets import load_target
+
+from conftest import ROOT, deploy
+
+TX2 = None
+
+
+def tx2():
+    global TX2
+    TX2 = TX2 or load_target("jetson_tx2")
+    return TX2
+
+
+def route(report, name):
+    return next(r for r in report.routes if r.route == name)
+
+
+def blockers(report, name):
+    """{op or kind: sorted nodes} of a route's blockers (route findings and every-route findings)."""
+    found = {}
+    for f in route(report, name).findings + report.findings:
+        if f.severity == "blocker" and f.route in (name, "all"):
+            found[f.op or f.kind] = sorted(f.nodes)
+    return found
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return tmp_path_factory.mktemp("models")
+
+
+# ------------------------------------------------------------------------------ TensorFlow graphs
+
+
+@pytest.mark.tf
+def test_training_graph_with_keep_prob_placeholder(models):
+    report = check_model(fixtures.training_graph(models / "train.pb"), tx2())
+    dropout = ["dropout/GreaterEqual", "dropout/SelectV2", "dropout/random_uniform/RandomUniform"]
+    assert blockers(report, "uff") == {
+        "FusedBatchNormV3": ["bn/FusedBatchNormV3"], "PlaceholderWithDefault": ["keep_prob"],
+        "RandomUniform": ["dropout/random_uniform/RandomUniform"], "GreaterEqual": ["dropout/GreaterEqual"],
+        "SelectV2": ["dropout/SelectV2"]}
+    uff_bn = next(f for f in route(report, "uff").findings if f.op == "FusedBatchNormV3")
+    assert uff_bn.cause.startswith("batch norm in training mode (FusedBatchNormV3 is_training=true)")
+    assert uff_bn.rewrite == "bn_inference"
+    uff_random = next(f for f in route(report, "uff").findings if f.op == "RandomUniform")
+    assert uff_random.cause.startswith("dropout left in training mode (RandomUniform → GreaterEqual → SelectV2 → Mul) "
+                                       "fed by placeholder keep_prob: the output is random")
+    assert uff_random.fix == ("exported in training mode — rebuild with training=False (deploy's export stage does) "
+                              "or apply rewrite strip_dropout")
+    # onnx: converts (0 blockers) but the TensorRT parser ignores RandomUniform's seed: accepted but wrong
+    assert blockers(report, "onnx") == {}
+    wrong = {f.op: sorted(f.nodes) for f in route(report, "onnx").accepted_but_wrong}
+    assert wrong == {"GreaterEqual/RandomUniform/SelectV2": dropout, "FusedBatchNormV3": ["bn/FusedBatchNormV3"]}
+    # batch dependence is reported for every route
+    batch = [f for f in report.findings if f.kind == "batch_dependent"]
+    assert [f.nodes for f in batch] == [["bn/FusedBatchNormV3"]] and batch[0].batch_dependent
+    assert report.deployable and report.recommended.route == "onnx"
+
+
+@pytest.mark.tf
+def test_constant_rate_dropout_is_rewritten_by_tf2onnx(models):
+    report = check_model(fixtures.training_graph(models / "train_rate.pb", keep_prob_placeholder=False), tx2())
+    onnx = route(report, "onnx")
+    assert not onnx.accepted_but_wrong or all("RandomUniform" not in f.op for f in onnx.accepted_but_wrong)
+    info = [f for f in onnx.findings if f.kind == "pattern"]
+    assert info and "tf2onnx's dropout rewriter turns it into ONNX Dropout" in info[0].cause
+
+
+@pytest.mark.tf
+def test_queue_fed_input_pipeline_says_where_to_cut(models):
+    report = check_model(fixtures.queue_graph(models / "queue.pb"), tx2())
+    assert blockers(report, "onnx") == {"DecodeJpeg": ["decode"]}
+    finding = route(report, "onnx").findings[0]
+    assert finding.cause.startswith("the input pipeline (file reading, decoding, queues, tf.data) is baked into the graph")
+    assert finding.fix.startswith("cut the graph at ExpandDims (make it the input)") and finding.rewrite == "cut"
+    assert set(blockers(report, "uff")) == {"FIFOQueueV2", "QueueDequeueV2", "DecodeJpeg", "Cast"}
+    assert blockers(report, "tftrt") == {}  # the pipeline stays in TensorFlow
+    assert report.recommended.route == "tftrt"
+
+
+@pytest.mark.tf
+def test_nms_is_detection_post_processing(models):
+    report = check_model(fixtures.nms_graph(models / "nms.pb"), tx2())
+    finding = next(f for f in route(report, "uff").findings if f.op == "NonMaxSuppressionV3")
+    assert finding.cause.startswith("detection post-processing (non-max suppression, top-k, Where)")
+    assert "NMS plugin (EfficientNMS_TRT or BatchedNMS_TRT)" in finding.fix and "cut the graph before boxes, scores" in finding.fix
+
+
+@pytest.mark.tf
+def test_while_loop_is_control_flow(models):
+    report = check_model(fixtures.while_graph(models / "while.pb"), tx2())
+    uff = blockers(report, "uff")
+    assert {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond"} <= set(uff)
+    merge = next(f for f in route(report, "uff").findings if f.op == "Merge")
+    assert merge.cause.startswith("control flow (tf.while_loop / tf.cond / TensorArray) in the inference graph")
+    assert blockers(report, "onnx") == {}  # tf2onnx turns it into an ONNX Loop, which TensorRT 8.2 parses
+
+
+@pytest.mark.tf
+def test_keras_model_is_checked_as_its_inference_graph(models):
+    report = check_model(fixtures.keras_model(models / "m.keras"), tx2())
+    assert report.model["format"] == "keras"
+    assert blockers(report, "onnx") == {}
+    assert not [f for f in report.findings if f.kind in ("stochastic", "batch_dependent")]  # training=False
+    assert set(blockers(report, "uff")) == {"AddV2"}
+
+
+def test_custom_op_is_reported_once_for_every_route(models):
+    report = check_model(fixtures.custom_op_graph(models / "custom.pb"), tx2())
+    custom = [f for f in report.findings if f.kind == "custom_op"]
+    assert len(custom) == 1 and custom[0].nodes == ["custom"] and custom[0].severity == "blocker"
+    assert "TensorFlow 2.21.0 has no such op" in custom[0].cause or "TensorFlow" in custom[0].cause
+    for name in ("uff", "onnx", "tftrt"):
+        assert blockers(report, name) == {"MyCustomOp": ["custom"]}
+    assert not report.deployable
+
+
+def test_checking_a_pb_imports_no_tensorflow(models):
+    path = fixtures.custom_op_graph(models / "light.pb")
+    code = ("import sys; from pipeline.cli import main; main(['check', {!r}, '--target', 'jetson_tx2']);"
+            "print('TF' if 'tensorflow' in sys.modules else 'NO TF')".format(str(path)))
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True, text=True)
+    assert out.stdout.strip().endswith("NO TF"), out.stderr
+
+
+# ------------------------------------------------------------------------------ ONNX models
+
+
+def test_onnx_opset_above_the_target(models):
+    report = check_model(fixtures.onnx_model(models / "o15.onnx", opset=15), tx2())
+    finding = route(report, "onnx").findings[0]
+    assert (finding.kind, finding.severity) == ("opset", "blocker")
+    assert finding.cause == "the model is at ONNX opset 15; TensorRT 8.2.1 parses up to opset 13"
+    assert finding.fix.startswith("convert again at opset 13")
+    assert route(report, "uff").verdict == "N/A" and route(report, "tftrt").verdict == "N/A"
+    assert check_model(fixtures.onnx_model(models / "o15b.onnx", opset=15), load_target("xavier_nx")).deployable
+
+
+def test_onnx_uint8_input(models):
+    report = check_model(fixtures.onnx_model(models / "u8.onnx", input_type=TensorProto.UINT8), tx2())
+    assert blockers(report, "onnx") == {"dtype": ["x"]}
+    finding = route(report, "onnx").findings[0]
+    assert finding.cause == "input x is UINT8; TensorRT 8.2.1 has no UINT8 tensors" and finding.rewrite == "retype_input"
+
+
+def test_onnx_int64_input_is_a_warning(models):
+    report = check_model(fixtures.onnx_model(models / "i64.onnx", input_type=TensorProto.INT64), tx2())
+    assert blockers(report, "onnx") == {}
+    assert [f.cause for f in route(report, "onnx").findings if f.kind == "dtype"] == [
+        "input x is INT64; TensorRT 8.2.1 casts INT64 to INT32"]
+
+
+def test_onnx_plugin_node_is_recognised_as_a_plugin(models):
+    report = check_model(fixtures.onnx_model(models / "plugin.onnx", plugin=True), tx2())
+    plugin = [f for f in route(report, "onnx").findings if f.op == "EfficientNMS_TRT"]
+    assert len(plugin) == 1 and plugin[0].kind == "plugin", plugin
+
+
+def test_onnx_unsupported_attribute_value(models):
+    report = check_model(fixtures.onnx_model(models / "cubic.onnx", resize_mode="cubic"), tx2())
+    finding = route(report, "onnx").findings[0]
+    assert finding.kind == "attribute" and finding.nodes == ["resize"]
+    assert finding.cause == "Resize mode='cubic': TensorRT 8.2.1 supports nearest, linear"
+    assert check_model(fixtures.onnx_model(models / "linear.onnx", resize_mode="linear"), tx2()).deployable
+
+
+def test_onnx_dynamic_spatial_dims_warn(models):
+    report = check_model(fixtures.onnx_model(models / "ok.onnx"), tx2())
+    assert report.deployable and blockers(report, "onnx") == {}
+
+
+# ------------------------------------------------------------------------------ command line
+
+
+def test_cli_text_json_markdown_junit_and_exit_codes(models, tmp_path):
+    bad = fixtures.onnx_model(models / "cli15.onnx", opset=15)
+    res = deploy("check", bad, "--target", "jetson_tx2")
+    assert res.returncode == 2
+    assert "onnx: NO — 1 blocker" in res.stdout and "verdict: NO" in res.stdout
+    res = deploy("check", bad, "--target", "jetson_tx2", "--format", "json", "--junit", tmp_path / "check.xml")
+    data = json.loads(res.stdout)
+    assert data["schema"] == "deploy.check/1" and data["deployable"] is False
+    assert data["recommended"] == {"route": "onnx", "detail": "opset 15, TensorRT 8.2.1 ONNX parser", "blockers": 1}
+    onnx = next(r for r in data["routes"] if r["route"] == "onnx")
+    assert onnx["verdict"] == "NO" and onnx["findings"][0]["kind"] == "opset"
+    suites = ET.parse(str(tmp_path / "check.xml")).getroot()
+    suite = suites.find("testsuite")
+    assert suite.get("name") == "deploy.check.onnx" and suite.get("failures") == "2"
+    res = deploy("check", bad, "--target", "xavier_nx", "--format", "markdown")
+    assert res.returncode == 0 and "**Verdict: YES**" in res.stdout and "| onnx | YES | 0 |" in res.stdout
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "file is empty"),
+    (b"\x00\x01garbage\xff" * 10, "not a"),
+    (b"<html><head><title>Model</title></head><body>404</body></html>", "not a"),
+])
+def test_cli_bad_files_are_one_line_errors(tmp_path, content, message):
+    for suffix in (".pb", ".pbtxt"):
+        path = tmp_path / ("model" + suffix)
+        path.write_bytes(content)
+        res = deploy("check", path, "--target", "jetson_tx2")
+        assert res.returncode == 1, res.stderr
+        assert res.stderr.startswith("deploy: error: ") and res.stderr.count("\n") == 1, res.stderr
+        assert str(path) in res.stderr and "Traceback" not in res.stderr
+
+
+def test_cli_unknown_target_and_route(models):
+    path = fixtures.onnx_model(models / "t.onnx")
+    res = deploy("check", path, "--target", "jetson_nan")
+    assert res.returncode == 1 and "did you mean 'jetson_nano'?" in res.stderr
+    res = deploy("check", path, "--target", "orin_nano", "--route", "uff")
+    assert res.returncode == 1 and "--route uff: orin_nano has no uff route" in res.stderr
+
+
+def test_saved_model_without_variables(tmp_path):
+    from pipeline.graph.proto import message_class
+
+    SavedModel = message_class("SavedModel")
+    sm = SavedModel()
+    meta = sm.meta_graphs.add()
+    meta.meta_info_def.tags.append("serve")
+    var = meta.graph_def.node.add(name="w", op="VarHandleOp")
+    var.attr["dtype"].type = 1
+    sig = meta.signature_def["serving_default"]
+    sig.outputs["y"].name = "w:0"
+    (tmp_path / "sm").mkdir()
+    (tmp_path / "sm" / "saved_model.pb").write_bytes(sm.SerializeToString())
+    res = deploy("check", tmp_path / "sm", "--target", "jetson_tx2")
+    assert res.returncode == 1 and "has no variables" in res.stderr, res.stderr
