@@ -42,9 +42,18 @@ def check_graph(graph, target, routes=None):
         for name in match.nodes:
             by_node.setdefault(name, match)
     dropout_rewritten = {n for m in matches if m.kind == "dropout_training" and "fed by placeholder" not in m.cause for n in m.nodes}
-    folded = constant_subgraph(graph) if graph.kind == "tensorflow" else set()
     custom = custom_ops(graph, known_plugins)
-    custom_nodes = {n for names in custom.values() for n in names}
+    unchecked = {n for names in custom.values() for n in names}  # reported once, for every route
+    if graph.format in ("saved_model", "meta_graph"):
+        # not frozen yet, as expected: freezing turns the variables into constants
+        for match in matches:
+            if match.family == "variables":
+                match.severity = "info"
+                match.cause = "the weights are variables (a SavedModel / checkpoint graph is not frozen yet)"
+                match.fix = "nothing to do: freezing (deploy's freeze stage) turns them into constants"
+                unchecked |= set(match.nodes)
+    folded = constant_subgraph(graph, frozen=unchecked - {n for names in custom.values() for n in names}) \
+        if graph.kind == "tensorflow" else set()
 
     results = []
     for route in wanted:
@@ -56,9 +65,9 @@ def check_graph(graph, target, routes=None):
         elif table is None:
             results.append(RouteResult(route, None, "", applicable=False, note="no op table for this route"))
         elif route == "uff":
-            results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, custom_nodes))
+            results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, unchecked))
         elif route == "tftrt":
-            results.append(route_checks.check_tftrt(graph, target, table, custom_nodes))
+            results.append(route_checks.check_tftrt(graph, target, table, unchecked))
         elif graph.kind == "onnx":
             results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
         else:
@@ -67,7 +76,7 @@ def check_graph(graph, target, routes=None):
             converter = load_tf2onnx_table()
             opset = min(target.max_opset, converter.max_opset)  # what deploy's convert stage emits
             result = route_checks.check_tf_onnx(graph, target, table, converter, opset,
-                                                by_node, plugins, known_plugins, dropout_rewritten | folded | custom_nodes)
+                                                by_node, plugins, known_plugins, dropout_rewritten | folded | unchecked)
             if dropout_rewritten:
                 result.findings.append(Finding(
                     "info", "onnx", "pattern", "RandomUniform", sorted(dropout_rewritten),
@@ -79,12 +88,13 @@ def check_graph(graph, target, routes=None):
     return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
 
 
-def constant_subgraph(graph):
+def constant_subgraph(graph, frozen=()):
     """Nodes computed from constants only (not Const itself): tf2onnx and TF-TRT fold them away
-    before conversion, so their ops never reach the parser (e.g. Rsqrt of a batch norm's variance)."""
+    before conversion, so their ops never reach the parser (e.g. Rsqrt of a batch norm's variance).
+    ``frozen``: variable nodes that freezing will turn into constants."""
     from pipeline.check.patterns import RANDOM, family_of
 
-    const = {n.name for n in graph.nodes.values() if n.op == "Const"}
+    const = {n.name for n in graph.nodes.values() if n.op == "Const"} | set(frozen)
     folded = set()
     work = list(const)
     while work:  # from the constants forward: only their consumers are ever looked at

@@ -151,3 +151,24 @@ def onnx_model(path, opset=13, input_type=None, plugin=False, resize_mode=None):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     onnx.save(model, str(path))
     return path
+
+
+def saved_model(directory):
+    """A SavedModel whose serving signature is inference only, with a training signature that
+    adds dropout noise (RandomUniform) the check must not see."""
+    tf = _tf()
+    module = tf.Module()
+    module.w = tf.Variable(np.ones((4, 2), "float32"), name="dense/kernel")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="input")])
+    def serve(x):
+        return {"y": tf.matmul(x, module.w)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="input")])
+    def train(x):
+        noise = tf.random.uniform(tf.shape(x))
+        return {"y": tf.matmul(x * noise, module.w)}
+
+    module.serve, module.train = serve, train
+    tf.saved_model.save(module, str(directory), signatures={"serving_default": serve, "train": train})
+    return directory

@@ -241,3 +241,15 @@ def test_saved_model_without_variables(tmp_path):
     (tmp_path / "sm" / "saved_model.pb").write_bytes(sm.SerializeToString())
     res = deploy("check", tmp_path / "sm", "--target", "jetson_tx2")
     assert res.returncode == 1 and "has no variables" in res.stderr, res.stderr
+
+
+@pytest.mark.tf
+def test_saved_model_only_the_signature_is_checked(models):
+    path = fixtures.saved_model(models / "sm")
+    report = check_model(path, tx2())
+    assert report.model["format"] == "saved_model" and report.deployable
+    assert not [f for f in report.findings if f.kind in ("stochastic", "batch_dependent")]
+    variables = [f for f in report.findings if "variables" in f.cause]
+    assert variables and variables[0].severity == "info"
+    trained = check_model(path, tx2(), signature="train")
+    assert [f.op for f in trained.findings if f.batch_dependent] == ["RandomUniform"]
