@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from pipeline.errors import DeployError
 from pipeline.tf2onnx_table import _load, load_tf2onnx_table, tf2onnx_table_path

@@ -374,11 +374,12 @@ def decode_tf_tensor(tensor):
                            proto=tensor)
     np_name, itemsize = _NUMPY.get(dtype, (None, 0))
     nbytes = count * itemsize
-    decode = None
-    if count <= SMALL_TENSOR_ELEMENTS and (np_name or dtype == "bfloat16"):
-        def decode():
-            return _tensor_array(tensor, dtype, np_name, shape, count)
-    return TensorValue(dtype, shape, nbytes, decode=decode, proto=tensor)
+    decodable = count <= SMALL_TENSOR_ELEMENTS and (np_name or dtype == "bfloat16")
+
+    def decode():
+        return _tensor_array(tensor, dtype, np_name, shape, count)
+
+    return TensorValue(dtype, shape, nbytes, decode=decode if decodable else None, proto=tensor)
 
 
 def _tensor_array(tensor, dtype, np_name, shape, count):

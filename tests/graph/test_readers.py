@@ -950,9 +950,12 @@ def test_keras_model(tmp_path):
     h5 = read_model(tmp_path / "model.h5")
     assert h5.format == "keras" and collections.Counter(n.op for n in h5.nodes.values()) == ops
     assert not {"RandomUniform", "StatelessRandomUniformV2", "StatefulPartitionedCall"} & set(ops)  # no dropout
-    # the same ops TensorFlow's own graph of the traced call has
+    # the same ops TensorFlow's own graph of the traced call has, frozen (variables as constants)
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
     fn = tf.function(lambda x: model(x, training=False))
-    concrete = fn.get_concrete_function(tf.TensorSpec([None, 8, 8, 3], tf.float32))
+    concrete = convert_variables_to_constants_v2(fn.get_concrete_function(tf.TensorSpec([None, 8, 8, 3], tf.float32)))
+    assert "ReadVariableOp" not in ops
     reference = collections.Counter(op.type for op in concrete.graph.get_operations()
                                     if op.type not in ("StatefulPartitionedCall", "PartitionedCall"))
     assert ops == reference

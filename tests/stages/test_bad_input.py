@@ -1,10 +1,8 @@
 """Bad input to `deploy run`: a one-line error naming the file or key, exit 1, nothing left behind."""
 
-import pytest
-
 from pipeline.data.shapes import generate_shapes
 
-from conftest import ROOT, deploy
+from conftest import deploy
 
 CONFIG = """\
 run:
