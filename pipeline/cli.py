@@ -56,6 +56,43 @@ def cmd_check(args):
     return 0 if report.deployable else EXIT_NOT_DEPLOYABLE
 
 
+def cmd_rewrite(args):
+    """Make a frozen graph deployable: apply rewrite passes, check the numbers after each, check again."""
+    from pipeline.check.report import recommendation
+    from pipeline.progress import Progress
+    from pipeline.rewrite.command import exit_code, rewrite_model, write_outputs
+    from pipeline.targets import load_target
+
+    if not args.passes and not args.auto:
+        raise DeployError("deploy rewrite: name passes with --pass NAME (repeatable) or use --auto")
+    target = load_target(args.target)
+    options = {"bn_inference": {"checkpoint": args.checkpoint} if args.checkpoint else {}}
+    if args.input_shape:
+        name, _, dims = args.input_shape.rpartition("=")
+        options["set_input_shape"] = {"input": name or None, "shape": _dims(dims, "--input-shape")}
+    if args.cut:
+        options["cut"] = {"inputs": {}}
+        for item in args.cut:
+            node, _, dims = item.partition("=")
+            options["cut"]["inputs"][node] = _dims(dims, "--cut") if dims else None
+    progress = Progress("quiet" if args.quiet else "human")
+    graph, io, summary, report = rewrite_model(
+        args.model, target, args.passes or (), args.auto, options, args.reference, args.dataset, args.samples,
+        args.tolerance, progress)
+    write_outputs(graph, io, summary, args.output)
+    progress.log("wrote {} ({} -> {} nodes); receipt {}".format(
+        args.output, summary["nodes"]["before"], summary["nodes"]["after"], args.output[:-3] + ".rewrite.json"))
+    print("after rewrite: {} — {}".format("YES" if report.deployable else "NO", recommendation(report)))
+    return exit_code(report)
+
+
+def _dims(text, flag):
+    try:
+        return [None if d in ("?", "-1", "None") else int(d) for d in text.split(",") if d]
+    except ValueError:
+        raise DeployError("{} {!r}: expected comma-separated dimensions, e.g. 1,224,224,3".format(flag, text))
+
+
 def cmd_validate(args):
     """Check a config (schema, target, paths) without running anything."""
     from pipeline.config import ConfigError, load_config
@@ -146,6 +183,24 @@ def build_parser():
     p.add_argument("--format", default="text", choices=("text", "json", "markdown"), help="report format (default text)")
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report for CI")
     p.add_argument("--signature", default="serving_default", help="SavedModel signature to check (default serving_default)")
+
+    p = add("rewrite", cmd_rewrite)
+    p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt)")
+    p.add_argument("--target", "-t", required=True, help="the target the graph must convert for")
+    p.add_argument("--output", "-o", required=True, help="where to write the rewritten graph (*.pb); "
+                   "*.io.json and *.rewrite.json (the receipt) go beside it")
+    p.add_argument("--pass", dest="passes", action="append", metavar="NAME",
+                   help="a pass to apply, in order (repeatable): strip_dropout, bn_inference, remove_identity, "
+                        "prune, uff_compat, set_input_shape, cut")
+    p.add_argument("--auto", action="store_true", help="apply every pass deploy check names as a fix, check again, repeat")
+    p.add_argument("--checkpoint", help="training checkpoint holding batch norm moving statistics (bn_inference)")
+    p.add_argument("--reference", help="an inference-mode frozen graph to compare behaviour-changing passes against")
+    p.add_argument("--dataset", help="image folder for the numeric checks (default: seeded random pixels)")
+    p.add_argument("--samples", type=int, default=4, help="images per numeric check (default 4)")
+    p.add_argument("--tolerance", type=float, default=1e-4, help="max abs difference allowed (default 1e-4)")
+    p.add_argument("--input-shape", metavar="[INPUT=]DIMS", help="set_input_shape option, e.g. input=1,224,224,3")
+    p.add_argument("--cut", action="append", metavar="NODE[=DIMS]", help="cut option: make NODE a new input (repeatable)")
+    p.add_argument("--quiet", "-q", action="store_true")
 
     p = add("validate", cmd_validate)
     p.add_argument("config")

@@ -40,11 +40,16 @@ def size_of(path):
 
 def write_text(path, text):
     """Write a text file atomically (temp file in the same directory, then rename)."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path, data):
+    """Write a file atomically (temp file in the same directory, then rename)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", dir=str(path.parent.resolve()))
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, str(path))
     except BaseException:
         if os.path.exists(tmp):

@@ -134,6 +134,7 @@ def _dropout(graph):
             rewrite="strip_dropout",
             severity="warning",
             stochastic=True,
+            boundary=[path[-1]],  # the op that applies the mask
         ))
     return matches
 

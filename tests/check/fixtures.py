@@ -172,3 +172,56 @@ def saved_model(directory):
     module.serve, module.train = serve, train
     tf.saved_model.save(module, str(directory), signatures={"serving_default": serve, "train": train})
     return directory
+
+
+def seed_scenario(directory):
+    """The fine-tuned TF1 graph users bring: conv -> fused_batch_norm(is_training=True) -> relu ->
+    dropout(keep_prob placeholder) -> dense, frozen with its training ops; its training checkpoint
+    (with the batch norm's moving statistics); and the inference-mode reference built from the same
+    weights (batch norm on the moving statistics, no dropout).
+
+    Returns (training frozen graph, checkpoint prefix, reference frozen graph)."""
+    tf = _tf()
+    v1 = tf.compat.v1
+    rng = np.random.RandomState(0)
+    weights = {
+        "conv/kernel": rng.randn(3, 3, 3, 4).astype("float32") * 0.5,
+        "bn/gamma": rng.uniform(0.5, 1.5, 4).astype("float32"),
+        "bn/beta": rng.uniform(-0.5, 0.5, 4).astype("float32"),
+        "bn/moving_mean": rng.uniform(-1, 1, 4).astype("float32"),
+        "bn/moving_variance": rng.uniform(0.5, 2.0, 4).astype("float32"),
+        "dense/kernel": rng.randn(256, 3).astype("float32") * 0.1,
+    }
+
+    def build(training):
+        graph = tf.Graph()
+        with graph.as_default():
+            var = {k: tf.Variable(v, name=k) for k, v in weights.items()}
+            x = v1.placeholder(tf.float32, [None, 8, 8, 3], name="input")
+            y = tf.nn.conv2d(x, var["conv/kernel"], strides=1, padding="SAME", name="conv/Conv2D")
+            if training:
+                y, _, _ = v1.nn.fused_batch_norm(y, var["bn/gamma"], var["bn/beta"], is_training=True,
+                                                 name="bn/FusedBatchNormV3")
+            else:
+                y, _, _ = v1.nn.fused_batch_norm(y, var["bn/gamma"], var["bn/beta"], mean=var["bn/moving_mean"],
+                                                 variance=var["bn/moving_variance"], is_training=False,
+                                                 name="bn/FusedBatchNormV3")
+            y = tf.nn.relu(y, name="relu")
+            if training:
+                keep = v1.placeholder_with_default(0.5, [], name="keep_prob")
+                y = v1.nn.dropout(y, keep_prob=keep, name="dropout")
+            y = tf.reshape(y, [-1, 256], name="flatten")
+            tf.nn.softmax(tf.matmul(y, var["dense/kernel"], name="dense/MatMul"), name="probabilities")
+            sess = v1.Session(graph=graph)
+            sess.run(v1.global_variables_initializer())
+        return graph, sess
+
+    graph, sess = build(training=True)
+    with graph.as_default():
+        prefix = v1.train.Saver().save(sess, str(directory / "model.ckpt"))
+    train_pb = _freeze(tf, graph, sess, ["probabilities"], directory / "train.pb")
+    sess.close()
+    graph, sess = build(training=False)
+    ref_pb = _freeze(tf, graph, sess, ["probabilities"], directory / "reference.pb")
+    sess.close()
+    return train_pb, prefix, ref_pb

@@ -1,0 +1,186 @@
+"""A small mutable view of a frozen TensorFlow GraphDef, for rewrite passes (no TensorFlow needed).
+
+    g = TFGraph.load("frozen.pb")
+    node = g.node("dropout/mul")
+    g.rewire("dropout/mul", "relu")        # every consumer of dropout/mul:0 now reads relu:0
+    g.prune(["probabilities"])             # drop what the outputs no longer need
+    g.save("out.pb")                       # deterministic bytes
+
+It works on deploy's own copy of TensorFlow's protobuf messages (pipeline.graph.proto).
+"""
+
+from collections import Counter, OrderedDict
+from pathlib import Path
+
+from pipeline.errors import DeployError
+
+
+def split_tensor(tensor):
+    """"name:1" -> ("name", 1); "name" -> ("name", 0); "^name" -> ("name", -1) (control)."""
+    if tensor.startswith("^"):
+        return tensor[1:], -1
+    name, sep, port = tensor.rpartition(":")
+    if sep and port.isdigit():
+        return name, int(port)
+    return tensor, 0
+
+
+class TFGraph:
+    def __init__(self, graph_def):
+        self.graph_def = graph_def
+        self._consumers = None
+
+    @classmethod
+    def load(cls, path):
+        from pipeline.graph import proto
+        from pipeline.graph.readers import read_model
+
+        read_model(path)  # one-line errors for anything that is not a readable frozen graph
+        graph_def = proto.GraphDef()
+        data = Path(path).read_bytes()
+        if str(path).endswith(".pbtxt"):
+            from google.protobuf import text_format
+
+            text_format.Parse(data.decode("utf-8"), graph_def, allow_unknown_field=True)
+        else:
+            graph_def.ParseFromString(data)
+        if graph_def.library.function:
+            raise DeployError("{}: the graph has a function library; rewrite works on frozen graphs "
+                              "(deploy's freeze stage inlines functions)".format(path))
+        return cls(graph_def)
+
+    # -------------------------------------------------------------------------- reading
+
+    @property
+    def nodes(self):
+        return OrderedDict((n.name, n) for n in self.graph_def.node)
+
+    def node(self, name):
+        for n in self.graph_def.node:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def consumers(self, name):
+        """Nodes with a data input from any output of node ``name``."""
+        if self._consumers is None:
+            index = {}
+            for n in self.graph_def.node:
+                for tensor in n.input:
+                    src, port = split_tensor(tensor)
+                    if port >= 0:
+                        index.setdefault(src, []).append(n)
+            self._consumers = index
+        return list(self._consumers.get(name, ()))
+
+    def producer(self, tensor):
+        name, _ = split_tensor(tensor)
+        try:
+            return self.node(name)
+        except KeyError:
+            return None
+
+    def attr(self, node, key, default=None):
+        from pipeline.graph.view import decode_tf_attr
+
+        return decode_tf_attr(node.attr[key]) if key in node.attr else default
+
+    def const_value(self, node):
+        """The numpy value of a Const node (None for anything else)."""
+        if node is None or node.op != "Const":
+            return None
+        from pipeline.graph.view import decode_tf_tensor
+
+        return decode_tf_tensor(node.attr["value"].tensor).value
+
+    def op_counts(self):
+        return Counter(n.op for n in self.graph_def.node)
+
+    def placeholders(self):
+        return [n.name for n in self.graph_def.node if n.op in ("Placeholder", "PlaceholderWithDefault")]
+
+    # -------------------------------------------------------------------------- editing
+
+    def changed(self):
+        self._consumers = None
+
+    def add_const(self, name, array):
+        """A new Const node holding ``array`` (numpy), named ``name`` (made unique)."""
+        import numpy as np
+
+        from pipeline.graph.proto import DataType
+
+        array = np.ascontiguousarray(array)
+        dtype = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "int32": "DT_INT32", "int64": "DT_INT64",
+                 "float16": "DT_HALF", "uint8": "DT_UINT8", "bool": "DT_BOOL"}[str(array.dtype)]
+        node = self.graph_def.node.add(name=self.unique(name), op="Const")
+        node.attr["dtype"].type = DataType[dtype]
+        tensor = node.attr["value"].tensor
+        tensor.dtype = DataType[dtype]
+        for d in array.shape:
+            tensor.tensor_shape.dim.add(size=int(d))
+        tensor.tensor_content = array.astype(array.dtype.newbyteorder("<")).tobytes()
+        self.changed()
+        return node
+
+    def unique(self, name):
+        taken = {n.name for n in self.graph_def.node}
+        if name not in taken:
+            return name
+        i = 1
+        while "{}_{}".format(name, i) in taken:
+            i += 1
+        return "{}_{}".format(name, i)
+
+    def rewire(self, old, new):
+        """Point every data input reading tensor ``old`` (``name`` means ``name:0``) at ``new``."""
+        old_name, old_port = split_tensor(old)
+        count = 0
+        for n in self.graph_def.node:
+            for i, tensor in enumerate(n.input):
+                name, port = split_tensor(tensor)
+                if name == old_name and port == old_port:
+                    n.input[i] = new
+                    count += 1
+        self.changed()
+        return count
+
+    def remove(self, names):
+        names = set(names)
+        keep = [n for n in self.graph_def.node if n.name not in names]
+        for n in keep:
+            controls = [t for t in n.input if t.startswith("^") and t[1:] in names]
+            for t in controls:
+                n.input.remove(t)
+        del self.graph_def.node[:]
+        self.graph_def.node.extend(keep)
+        self.changed()
+
+    def prune(self, outputs):
+        """Keep only what ``outputs`` need (data and control inputs), in the original order."""
+        nodes = self.nodes
+        keep, stack = set(), [split_tensor(o)[0] for o in outputs]
+        while stack:
+            name = stack.pop()
+            if name in keep or name not in nodes:
+                continue
+            keep.add(name)
+            stack.extend(split_tensor(t)[0] for t in nodes[name].input)
+        dropped = [n for n in nodes if n not in keep]
+        self.remove(dropped)
+        return dropped
+
+    def serialize(self):
+        return self.graph_def.SerializeToString(deterministic=True)
+
+    def save(self, path):
+        from pipeline.files import write_bytes
+
+        write_bytes(path, self.serialize())
+
+    def copy(self):
+        from pipeline.graph import proto
+
+        clone = proto.GraphDef()
+        clone.CopyFrom(self.graph_def)
+        return TFGraph(clone)
