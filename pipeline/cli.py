@@ -78,7 +78,7 @@ def cmd_rewrite(args):
     progress = Progress("quiet" if args.quiet else "human")
     graph, io, summary, report = rewrite_model(
         args.model, target, args.passes or (), args.auto, options, args.reference, args.dataset, args.samples,
-        args.tolerance, progress)
+        args.tolerance, progress, args.outputs.split(",") if args.outputs else None)
     write_outputs(graph, io, summary, args.output)
     progress.log("wrote {} ({} -> {} nodes); receipt {}".format(
         args.output, summary["nodes"]["before"], summary["nodes"]["after"], args.output[:-3] + ".rewrite.json"))
@@ -200,6 +200,7 @@ def build_parser():
     p.add_argument("--tolerance", type=float, default=1e-4, help="max abs difference allowed (default 1e-4)")
     p.add_argument("--input-shape", metavar="[INPUT=]DIMS", help="set_input_shape option, e.g. input=1,224,224,3")
     p.add_argument("--cut", action="append", metavar="NODE[=DIMS]", help="cut option: make NODE a new input (repeatable)")
+    p.add_argument("--outputs", metavar="NODE,...", help="the graph's outputs (default: MODEL's .io.json, else its sink nodes)")
     p.add_argument("--quiet", "-q", action="store_true")
 
     p = add("validate", cmd_validate)

@@ -13,7 +13,7 @@ import difflib
 import hashlib
 import json
 from pathlib import Path
-from typing import List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -100,7 +100,19 @@ class CheckOptions(_Section):
     """Check the frozen graph against the target's op tables (the same check as `deploy check`)."""
 
     routes: Optional[List[Literal["uff", "onnx", "tftrt"]]] = Field(None, description="Routes to check; default: every route the target has.")
-    on_blockers: Literal["fail", "continue"] = Field("fail", description="fail: stop the run (exit 2) when no route is free of blockers; continue: report and go on.")
+    on_blockers: Literal["fail", "continue"] = Field("fail", description="fail: stop the run (exit 2) when no route is free of blockers, unless a rewrite stage follows (it must fix them); continue: report and go on.")
+
+
+class RewriteOptions(_Section):
+    """Rewrite the frozen graph until it converts: passes run in order, outputs compared after each."""
+
+    passes: List[str] = Field(default_factory=list, description="Passes to apply in order (deploy rewrite --help lists them).")
+    auto: bool = Field(False, description="Also apply every pass deploy check names as a fix, then check again.")
+    checkpoint: Optional[str] = Field(None, description="Training checkpoint with batch norm moving statistics (bn_inference).")
+    reference: Optional[str] = Field(None, description="Inference-mode frozen graph to compare behaviour-changing passes against.")
+    options: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="Options per pass, e.g. {cut: {inputs: {node: [1, 8, 8, 3]}}}.")
+    tolerance: float = Field(1e-4, gt=0, description="Max abs output difference a pass may cause.")
+    samples: int = Field(4, ge=1, description="Images per numeric comparison.")
 
 
 class ConvertOptions(_Section):
@@ -144,6 +156,7 @@ class Stages(_Section):
     export: Optional[ExportOptions] = None
     freeze: Optional[FreezeOptions] = None
     check: Optional[CheckOptions] = None
+    rewrite: Optional[RewriteOptions] = None
     convert: Optional[ConvertOptions] = None
     engine: Optional[EngineOptions] = None
     benchmark: Optional[BenchmarkOptions] = None

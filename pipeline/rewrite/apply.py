@@ -17,16 +17,35 @@ from pipeline.rewrite import CANONICAL_ORDER, passes
 from pipeline.rewrite.tfgraph import TFGraph
 
 
-def graph_io(graph, path):
-    """io.json beside the graph when there is one, else Placeholders in, sinks out."""
-    io_path = Path(path).parent / "io.json"
-    if io_path.exists() and Path(path).name == "frozen.pb":
-        with open(str(io_path)) as f:
-            return json.load(f)
+def graph_io(graph, path, outputs=None):
+    """The graph's inputs and outputs: ``outputs`` when given, else ``<name>.io.json`` (or the
+    freeze stage's io.json) beside the graph, else Placeholders in and sinks out."""
+    path = Path(path)
+    for io_path in (path.with_name(path.stem + ".io.json"), path.parent / "io.json" if path.name == "frozen.pb" else None):
+        if io_path is not None and io_path.exists():
+            with open(str(io_path)) as f:
+                io = json.load(f)
+            break
+    else:
+        io = None
+    if outputs:
+        missing = [o for o in outputs if o not in graph.nodes]
+        if missing:
+            raise DeployError("--outputs: no node {!r} in {}".format(missing[0], path))
+        base = io or graph_io(graph, path)
+        return {"inputs": base["inputs"], "outputs": [{"name": o} for o in outputs]}
+    if io is not None:
+        return io
     from pipeline.rewrite.tf_passes import view
 
+    from pipeline.check import input_dtype
+
     v = view(graph)
-    return {"inputs": [{"name": t.split(":")[0]} for t in v.inputs], "outputs": [{"name": t.split(":")[0]} for t in v.outputs]}
+    return {
+        "inputs": [{"name": t.split(":")[0], "tensor": t, "dtype": input_dtype(v, t), "shape": v.input_shapes.get(t)}
+                   for t in v.inputs],
+        "outputs": [{"name": t.split(":")[0], "tensor": t} for t in v.outputs],
+    }
 
 
 class Runner:

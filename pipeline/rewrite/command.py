@@ -26,7 +26,7 @@ def sample_inputs(graph, io, dataset=None, count=4, seed=0):
 
 
 def rewrite_model(model, target, pass_names=(), auto=False, options=None, reference=None, dataset=None,
-                  samples=4, tolerance=1e-4, progress=None):
+                  samples=4, tolerance=1e-4, progress=None, outputs=None):
     """Returns (TFGraph, io, receipt dict). ``reference``: path of an inference-mode frozen graph."""
     from pipeline.check import check_graph
     from pipeline.rewrite.apply import apply_passes, graph_io, rewrite_auto
@@ -36,7 +36,7 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
     if str(model).endswith(".onnx"):
         raise DeployError("{}: deploy rewrite works on frozen TensorFlow graphs (.pb/.pbtxt) for now".format(model))
     graph = TFGraph.load(model)
-    io = graph_io(graph, model)
+    io = graph_io(graph, model, outputs)
     ref = TFGraph.load(reference) if reference else None
     images, source = sample_inputs(graph, io, dataset, samples)
     before = check_graph(view(graph), target)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 # Canonical pipeline order. A config lists the stages it runs; they always run in this order.
-ORDER = ("train", "export", "freeze", "check", "convert", "engine", "benchmark")
+ORDER = ("train", "export", "freeze", "check", "rewrite", "convert", "engine", "benchmark")
 
 # Modules that register stages, imported lazily by ``registry()``.
 _MODULES = (
@@ -25,6 +25,7 @@ _MODULES = (
     "pipeline.stages.export",
     "pipeline.stages.freeze",
     "pipeline.stages.check",
+    "pipeline.stages.rewrite",
     "pipeline.stages.convert",
     "pipeline.stages.engine",
     "pipeline.stages.benchmark",

@@ -19,7 +19,8 @@ def check(ctx):
     with open(str(ctx.output("markdown")), "w") as f:
         f.write(format_markdown(report))
     summary = recommendation(report)
-    if not report.deployable and ctx.options.on_blockers == "fail":
+    rewrite_follows = ctx.config.stages.rewrite is not None
+    if not report.deployable and ctx.options.on_blockers == "fail" and not rewrite_follows:
         ctx.progress.log(format_text(report))
         raise DeployError("the model does not convert for {}: {} (stages.check.on_blockers: continue to go on)".format(
             ctx.target.name, summary), code=EXIT_NOT_DEPLOYABLE)

@@ -1,0 +1,39 @@
+"""rewrite: make the frozen graph deployable with rewrite passes, each checked on real inputs."""
+
+import json
+
+from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError
+from pipeline.stages import stage
+
+
+@stage("rewrite", inputs={"frozen_graph": "freeze", "io": "freeze"},
+       outputs={"frozen_graph": "frozen.pb", "io": "io.json", "receipt": "rewrite.json"},
+       version=1, uses=("target", "dataset"))
+def rewrite(ctx):
+    """Apply the configured passes (or --auto's), compare outputs after each, check the result."""
+    from pipeline.check.report import recommendation
+    from pipeline.rewrite.command import rewrite_model
+
+    opts = ctx.options
+    dataset = ctx.config.dataset.path if ctx.config.dataset is not None and ctx.config.dataset.format == "folder" else None
+    options = {name: dict(values) for name, values in opts.options.items()}
+    if opts.checkpoint:
+        options.setdefault("bn_inference", {})["checkpoint"] = opts.checkpoint
+    graph, io, summary, report = rewrite_model(
+        ctx.inputs["frozen_graph"], ctx.target, opts.passes, opts.auto, options, opts.reference, dataset,
+        opts.samples, opts.tolerance, ctx.progress)
+    with open(str(ctx.output("frozen_graph")), "wb") as f:
+        f.write(graph.serialize())
+    with open(str(ctx.output("io")), "w") as f:
+        json.dump(io, f, indent=2, sort_keys=True)
+    with open(str(ctx.output("receipt")), "w") as f:
+        json.dump(summary, f, indent=2, sort_keys=True, default=str)
+    if not report.deployable:
+        raise DeployError("after rewrite the model still does not convert for {}: {}".format(
+            ctx.target.name, recommendation(report)), code=EXIT_NOT_DEPLOYABLE)
+    applied = [p["pass"] for p in summary["passes"] if p["sites"]]
+    return {
+        "summary": "{}; {}".format(", ".join(applied) if applied else "no pass changed anything", recommendation(report)),
+        "passes": [{"pass": p["pass"], "sites": len(p["sites"]), "ops": p["ops"]} for p in summary["passes"]],
+        "nodes": summary["nodes"],
+    }

@@ -1,0 +1,197 @@
+"""Each TensorFlow rewrite pass on a tiny graph holding its pattern, and on a near miss it must leave alone.
+
+Outputs are compared before and after (or with the inference-mode reference) by the pass runner
+itself, which raises when they differ; the tests also check the sites, the ops and the bytes.
+"""
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tf
+
+RNG = np.random.RandomState(0)
+SAMPLES = RNG.uniform(0, 1, (4, 8, 8, 3)).astype("float32")
+
+
+def tf():
+    from pipeline.tf import import_tf
+
+    return import_tf()
+
+
+def freeze(build, path):
+    """Build a tf.compat.v1 graph with ``build(tf, x)`` -> output tensor, freeze it to ``path``."""
+    t = tf()
+    v1 = t.compat.v1
+    graph = t.Graph()
+    with graph.as_default():
+        x = v1.placeholder(t.float32, [None, 8, 8, 3], name="input")
+        t.identity(build(t, x), name="output")
+        with v1.Session(graph=graph) as sess:
+            sess.run(v1.global_variables_initializer())
+            frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), ["output"])
+    path.write_bytes(frozen.SerializeToString())
+    return path
+
+
+def run_passes(path, names, options=None, reference=None):
+    from pipeline.rewrite.apply import apply_passes, graph_io
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    graph = TFGraph.load(path)
+    io = graph_io(graph, path)
+    ref = TFGraph.load(reference) if reference is not None else None
+    receipt = apply_passes(graph, io, names, options or {}, SAMPLES, 1e-5, ref)
+    return graph, receipt
+
+
+def conv(t, x, name="conv"):
+    """The same weights for the same name, in every graph built here."""
+    w = t.constant(np.random.RandomState(sum(map(ord, name))).randn(3, 3, 3, 4).astype("float32"), name=name + "/kernel")
+    return t.nn.conv2d(x, w, 1, "SAME", name=name + "/Conv2D")
+
+
+# ------------------------------------------------------------------------------ strip_dropout
+
+
+@pytest.mark.parametrize("form", ["keep_prob_placeholder", "constant_rate"])
+def test_strip_dropout_matches_the_graph_without_dropout(tmp_path, form):
+    def with_dropout(t, x):
+        y = t.nn.relu(conv(t, x))
+        if form == "keep_prob_placeholder":
+            keep = t.compat.v1.placeholder_with_default(0.7, [], name="keep_prob")
+            return t.compat.v1.nn.dropout(y, keep_prob=keep, name="dropout")
+        return t.compat.v1.nn.dropout(y, rate=0.3, name="dropout")
+
+    trained = freeze(with_dropout, tmp_path / "train.pb")
+    reference = freeze(lambda t, x: t.nn.relu(conv(t, x)), tmp_path / "ref.pb")
+    graph, receipt = run_passes(trained, ["strip_dropout"], reference=reference)
+    assert receipt[0]["sites"] == ["dropout/SelectV2"] or receipt[0]["sites"][0].startswith("dropout/")
+    assert receipt[0]["ops"]["RandomUniform"] == -1
+    assert receipt[0]["comparison"]["against"] == "the inference-mode reference"
+    assert receipt[0]["comparison"]["max_abs_diff"] == 0.0
+    assert "RandomUniform" not in graph.op_counts() and "keep_prob" not in graph.nodes
+
+
+def test_strip_dropout_near_miss_noise_injection_is_left_alone(tmp_path):
+    # random noise added to the activation is not dropout (no Floor / GreaterEqual mask)
+    path = freeze(lambda t, x: conv(t, x) + t.random.uniform(t.shape(conv(t, x, "c2"))), tmp_path / "noise.pb")
+    before = path.read_bytes()
+    from pipeline.rewrite.tf_passes import strip_dropout
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    graph = TFGraph.load(path)
+    assert strip_dropout(graph, {}) == []
+    assert graph.serialize() == TFGraph.load(path).serialize() and path.read_bytes() == before
+
+
+# ------------------------------------------------------------------------------ bn_inference
+
+
+def _bn(t, x, training, with_stats_in_graph=True):
+    gamma = t.constant(np.linspace(0.5, 1.5, 4, dtype="float32"), name="bn/gamma")
+    beta = t.constant(np.linspace(-0.2, 0.2, 4, dtype="float32"), name="bn/beta")
+    mean = t.constant(np.array([0.1, -0.2, 0.3, 0.0], "float32"), name="bn/moving_mean")
+    var = t.constant(np.array([1.5, 0.7, 1.1, 2.0], "float32"), name="bn/moving_variance")
+    y = conv(t, x)
+    if training:
+        out, _, _ = t.compat.v1.nn.fused_batch_norm(y, gamma, beta, is_training=True, name="bn/FusedBatchNormV3")
+        if with_stats_in_graph:  # keep the moving statistics in the frozen graph (as an unused sum)
+            out = out + 0.0 * (t.reduce_sum(mean) + t.reduce_sum(var))
+        return out
+    out, _, _ = t.compat.v1.nn.fused_batch_norm(y, gamma, beta, mean=mean, variance=var, is_training=False,
+                                                name="bn/FusedBatchNormV3")
+    return out + 0.0 * (t.reduce_sum(mean) + t.reduce_sum(var))
+
+
+def test_bn_inference_uses_the_moving_statistics(tmp_path):
+    trained = freeze(lambda t, x: _bn(t, x, training=True), tmp_path / "train.pb")
+    reference = freeze(lambda t, x: _bn(t, x, training=False), tmp_path / "ref.pb")
+    graph, receipt = run_passes(trained, ["bn_inference"], reference=reference)
+    assert receipt[0]["sites"] == ["bn/FusedBatchNormV3"]
+    assert receipt[0]["comparison"]["max_abs_diff"] < 1e-5
+    assert graph.attr(graph.node("bn/FusedBatchNormV3"), "is_training") is False
+
+
+def test_bn_inference_near_miss_and_missing_statistics(tmp_path):
+    inference = freeze(lambda t, x: _bn(t, x, training=False), tmp_path / "inf.pb")
+    _, receipt = run_passes(inference, ["bn_inference"])
+    assert receipt[0]["sites"] == [] and "comparison" not in receipt[0]
+    bare = freeze(lambda t, x: _bn(t, x, training=True, with_stats_in_graph=False), tmp_path / "bare.pb")
+    from pipeline.errors import DeployError
+
+    with pytest.raises(DeployError, match=r"bn_inference: no moving mean/variance for bn/FusedBatchNormV3 \(looked for "
+                                          r"bn/moving_mean and bn/moving_variance in the graph\); pass the training checkpoint"):
+        run_passes(bare, ["bn_inference"])
+
+
+# ------------------------------------------------------------------------------ clean-ups
+
+
+def test_remove_identity_keeps_outputs_and_numbers(tmp_path):
+    def chain(t, x):
+        y = t.identity(conv(t, x), name="id1")
+        y = t.debugging.check_numerics(y, "nan?", name="check")
+        return t.stop_gradient(t.nn.relu(y), name="stop")
+
+    graph, receipt = run_passes(freeze(chain, tmp_path / "ids.pb"), ["remove_identity"])
+    assert sorted(receipt[0]["sites"]) == ["check", "id1", "stop"]
+    assert receipt[0]["comparison"]["max_abs_diff"] == 0.0
+    assert "output" in graph.nodes  # the graph's output Identity stays: the output name is kept
+    # near miss: nothing to remove but the output itself
+    _, receipt = run_passes(freeze(lambda t, x: t.nn.relu(conv(t, x)), tmp_path / "plain.pb"), ["remove_identity"])
+    assert receipt[0]["sites"] == []
+
+
+def test_prune_drops_dead_nodes_only(tmp_path):
+    from pipeline.graph import proto
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    path = freeze(lambda t, x: t.nn.relu(conv(t, x)), tmp_path / "g.pb")
+    graph = TFGraph.load(path)
+    dead = graph.graph_def.node.add(name="dead", op="Relu", input=["conv/Conv2D"])
+    dead.attr["T"].type = proto.DataType["DT_FLOAT"]
+    graph.save(tmp_path / "dead.pb")
+    (tmp_path / "dead.io.json").write_text('{"inputs": [{"name": "input"}], "outputs": [{"name": "output"}]}')
+    pruned, receipt = run_passes(tmp_path / "dead.pb", ["prune"])
+    assert "dead" not in pruned.nodes and receipt[0]["ops"] == {"Relu": -1}
+    _, receipt = run_passes(path, ["prune"])
+    assert receipt[0]["sites"] == [] and receipt[0]["ops"] == {}
+
+
+def test_uff_compat_renames_and_leaves_training_bn_alone(tmp_path):
+    graph, receipt = run_passes(freeze(lambda t, x: _bn(t, x, training=False) + 1.0, tmp_path / "v3.pb"), ["uff_compat"])
+    assert receipt[0]["ops"]["FusedBatchNorm"] == 1 and receipt[0]["ops"]["FusedBatchNormV3"] == -1
+    assert receipt[0]["ops"]["AddV2"] < 0 and receipt[0]["comparison"]["max_abs_diff"] == 0.0
+    _, receipt = run_passes(freeze(lambda t, x: _bn(t, x, training=True), tmp_path / "tr.pb"), ["uff_compat"])
+    assert "bn/FusedBatchNormV3" not in receipt[0]["sites"]
+
+
+def test_set_input_shape_and_cut(tmp_path):
+    graph, receipt = run_passes(freeze(lambda t, x: t.nn.relu(conv(t, x)), tmp_path / "s.pb"), ["set_input_shape"],
+                                {"set_input_shape": {"shape": [None, 8, 8, 3]}})
+    assert receipt[0]["sites"] == ["input"] and graph.attr(graph.node("input"), "shape") == [None, 8, 8, 3]
+    from pipeline.rewrite.tf_passes import cut
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    graph = TFGraph.load(tmp_path / "s.pb")
+    assert cut(graph, {"inputs": {"conv/Conv2D": [None, 8, 8, 4]}}) == ["conv/Conv2D"]
+    graph.prune(["output"])
+    assert graph.node("conv/Conv2D").op == "Placeholder" and "input" not in graph.nodes
+
+
+def test_same_input_gives_byte_identical_output(tmp_path):
+    trained = freeze(lambda t, x: t.compat.v1.nn.dropout(_bn(t, x, training=True), rate=0.5), tmp_path / "t.pb")
+    first, _ = run_passes(trained, ["strip_dropout", "bn_inference", "uff_compat"])
+    second, _ = run_passes(trained, ["strip_dropout", "bn_inference", "uff_compat"])
+    assert first.serialize() == second.serialize()
+
+
+def test_unknown_pass_and_missing_option(tmp_path):
+    from pipeline.errors import DeployError
+
+    path = freeze(lambda t, x: t.nn.relu(conv(t, x)), tmp_path / "u.pb")
+    with pytest.raises(DeployError, match=r"unknown rewrite pass 'strip_dropuot'; did you mean 'strip_dropout'\?"):
+        run_passes(path, ["strip_dropuot"])
+    with pytest.raises(DeployError, match=r"rewrite pass cut needs option inputs"):
+        run_passes(path, ["cut"])

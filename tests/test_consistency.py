@@ -1,0 +1,249 @@
+"""deploy consistency: alone vs. in a batch, on graphs built here (tf.compat.v1) and tiny 8x8 images."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.consistency import (
+    Backend, batch_consistency, consistency_command, first_divergence, format_report, onnxruntime_backend,
+    tensorflow_backend,
+)
+from pipeline.errors import DeployError
+
+IMAGES = np.random.RandomState(1).uniform(0, 255, (3, 8, 8, 3)).astype("float32")
+
+
+# ------------------------------------------------------------------------------ numpy backends (no TF)
+
+
+def fake(fn, shape=(None, 8, 8, 3)):
+    return Backend("fake", "input", shape, ["out"], lambda batch: [fn(batch)])
+
+
+def test_per_sample_model_passes():
+    report = batch_consistency(fake(lambda x: x.mean(axis=(1, 2)) * 2), IMAGES, batch_sizes=(2, 4))
+    assert report.passed and report.status == "pass"
+    out = report.outputs[0]
+    # alone twice + per image and size: one batch of copies + one batch per position
+    assert out.cases == 3 * (2 + 4) * 2 and report.runs == 3 * (2 + 1 + 2 + 1 + 4)
+    assert "PASS" in format_report(report)
+
+
+def test_batch_statistics_fail_and_worst_case_is_reported():
+    report = batch_consistency(fake(lambda x: x - x.mean(axis=0, keepdims=True)), IMAGES, batch_sizes=(2, 8))
+    assert not report.passed and report.status == "inconsistent"
+    out = report.outputs[0]
+    assert out.max_abs_diff > 1 and out.max_rel_diff > 0.01
+    assert out.worst["neighbours"] == "other images" and out.worst["batch_size"] in (2, 8)
+    d = report.to_dict()
+    json.dumps(d)
+    assert d["status"] == "inconsistent" and d["outputs"][0]["passed"] is False and d["outputs"][0]["worst"]["image"] in range(3)
+
+
+def test_copies_catch_batch_size_dependence():
+    # a sum over the batch: the same with any neighbours of equal size, different beside copies
+    report = batch_consistency(fake(lambda x: x + x.sum(axis=0, keepdims=True) * 0), IMAGES[:1])
+    assert report.passed  # one image: a seeded stranger is the neighbour
+    report = batch_consistency(fake(lambda x: x * len(x)), IMAGES[:2], batch_sizes=(2,))
+    assert not report.passed
+
+
+def test_stochastic_output_is_detected():
+    rng = np.random.RandomState(0)
+    report = batch_consistency(fake(lambda x: x * rng.uniform(size=x.shape)), IMAGES[:2], batch_sizes=(2,))
+    assert report.status == "stochastic" and report.outputs[0].stochastic and report.outputs[0].stochastic_diff > 0
+    assert "random" in format_report(report)
+
+
+def test_tolerance_is_absolute_plus_relative():
+    noisy = fake(lambda x: x * (1 + 1e-6 * (len(x) > 1)))
+    assert batch_consistency(noisy, IMAGES[:2], batch_sizes=(2,)).passed  # rel 1e-6 < rtol 1e-4
+    assert not batch_consistency(noisy, IMAGES[:2], batch_sizes=(2,), tolerance=0, rtol=0).passed
+
+
+def test_fixed_batch_dimension_is_a_deploy_error():
+    with pytest.raises(DeployError, match=r"input input has a fixed batch dimension of 1"):
+        batch_consistency(fake(lambda x: x, shape=(1, 8, 8, 3)), IMAGES)
+
+
+def test_output_without_batch_dimension_is_not_compared():
+    b = Backend("fake", "input", (None, 8, 8, 3), ["per_sample", "scalar"],
+                lambda x: [x.mean(axis=(1, 2, 3)), np.float32(x.mean())])
+    report = batch_consistency(b, IMAGES[:2], batch_sizes=(2,))
+    assert report.passed and not report.outputs[1].compared and "not the batch" in report.outputs[1].note
+
+
+# ------------------------------------------------------------------------------ TensorFlow graphs
+
+
+def _tf():
+    from pipeline.tf import import_tf
+
+    return import_tf()
+
+
+def _freeze(tf, graph, path, outputs=("output",)):
+    v1 = tf.compat.v1
+    with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), list(outputs))
+    path.write_bytes(frozen.SerializeToString())
+    return path
+
+
+def bn_graph(path, is_training, batch=None, dropout=False):
+    """conv -> fused_batch_norm -> relu [-> dropout(keep_prob 0.5)] -> dense."""
+    tf = _tf()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        rng = np.random.RandomState(0)
+        x = v1.placeholder(tf.float32, [batch, 8, 8, 3], name="input")
+        y = tf.nn.conv2d(x, tf.Variable(rng.randn(3, 3, 3, 4).astype("float32") * 0.01, name="conv/kernel"), 1, "SAME",
+                         name="conv/Conv2D")
+        ones, zeros = tf.Variable(np.ones(4, "float32")), tf.Variable(np.zeros(4, "float32"))
+        if is_training:
+            y, _, _ = v1.nn.fused_batch_norm(y, ones, zeros, is_training=True, name="bn/FusedBatchNormV3")
+        else:
+            mean, var = tf.constant(rng.randn(4).astype("float32")), tf.constant(np.full(4, 2.0, "float32"))
+            y, _, _ = v1.nn.fused_batch_norm(y, ones, zeros, mean=mean, variance=var, is_training=False,
+                                             name="bn/FusedBatchNormV3")
+        y = tf.nn.relu(y, name="relu")
+        if dropout:
+            y = v1.nn.dropout(y, keep_prob=0.5, name="dropout")
+        y = tf.reshape(y, [-1, 8 * 8 * 4])
+        tf.matmul(y, tf.Variable(rng.randn(256, 2).astype("float32")), name="output")
+    return _freeze(tf, graph, path)
+
+
+def reduce_graph(path, axes):
+    """x - mean(x, axes): global average pooling over [1, 2] is per sample, over [0] is not."""
+    tf = _tf()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 3], name="input")
+        y = tf.nn.relu(x * 0.01, name="scaled")
+        m = tf.reduce_mean(y, axis=axes, keepdims=True, name="pool")
+        tf.identity(y - m, name="output")
+    return _freeze(tf, graph, path)
+
+
+@pytest.mark.tf
+def test_training_batch_norm_fails_and_first_divergence_names_it(tmp_path):
+    path = bn_graph(tmp_path / "train.pb", is_training=True)
+    report = batch_consistency(tensorflow_backend(path), IMAGES, batch_sizes=(2, 8))
+    assert report.status == "inconsistent" and report.outputs[0].worst["neighbours"] == "other images"
+    div = first_divergence(path, IMAGES[0], IMAGES[1:])
+    assert div.node == "bn/FusedBatchNormV3" and div.op == "FusedBatchNormV3" and div.reason == "batch-dependent"
+    assert div.attrs["is_training"] is True and "bn_inference" in div.hint
+    assert str(div).startswith("first divergence at bn/FusedBatchNormV3 (FusedBatchNormV3, is_training=true): max abs diff ")
+    assert first_divergence(path, IMAGES[0], IMAGES[:1]) is None  # beside a copy of itself: same statistics
+
+
+@pytest.mark.tf
+def test_inference_batch_norm_passes(tmp_path):
+    path = bn_graph(tmp_path / "infer.pb", is_training=False)
+    report = batch_consistency(tensorflow_backend(path), IMAGES, batch_sizes=(2, 8))
+    assert report.passed, format_report(report)
+    assert first_divergence(path, IMAGES[0], IMAGES[1:]) is None
+
+
+@pytest.mark.tf
+def test_dropout_is_stochastic(tmp_path):
+    path = bn_graph(tmp_path / "dropout.pb", is_training=False, dropout=True)
+    report = batch_consistency(tensorflow_backend(path), IMAGES[:2], batch_sizes=(2,))
+    assert report.status == "stochastic" and report.outputs[0].stochastic
+    div = first_divergence(path, IMAGES[0], IMAGES[1:])
+    assert div.reason == "stochastic" and div.op == "RandomUniform" and div.node.startswith("dropout/")
+    assert "stochastic" in str(div) and "strip_dropout" in div.hint
+
+
+@pytest.mark.tf
+def test_reduction_over_batch_axis_fails_over_spatial_axes_passes(tmp_path):
+    good = reduce_graph(tmp_path / "gap.pb", [1, 2])
+    assert batch_consistency(tensorflow_backend(good), IMAGES, batch_sizes=(2, 4)).passed
+    assert first_divergence(good, IMAGES[0], IMAGES[1:]) is None
+    bad = reduce_graph(tmp_path / "batch_mean.pb", [0])
+    assert not batch_consistency(tensorflow_backend(bad), IMAGES, batch_sizes=(2, 4)).passed
+    div = first_divergence(bad, IMAGES[0], IMAGES[1:], position=1)
+    assert (div.node, div.op, div.attrs["axis"]) == ("pool", "Mean", [0]) and "axis 0" in div.hint
+
+
+@pytest.mark.tf
+def test_fixed_batch_graph_is_a_deploy_error(tmp_path):
+    path = bn_graph(tmp_path / "fixed.pb", is_training=False, batch=1)
+    with pytest.raises(DeployError, match=r"input input has a fixed batch dimension of 1 \(shape \[1, 8, 8, 3\]\)"):
+        batch_consistency(tensorflow_backend(path), IMAGES)
+    text, code = consistency_command(path, "2,8", 2)
+    assert code == 1 and text.startswith("deploy: error: input input has a fixed batch dimension of 1")
+
+
+@pytest.mark.tf
+def test_io_json_next_to_the_graph_is_used(tmp_path):
+    path = bn_graph(tmp_path / "frozen.pb", is_training=False)
+    (tmp_path / "io.json").write_text(json.dumps({"inputs": [{"name": "input"}], "outputs": [{"name": "relu"}]}))
+    assert tensorflow_backend(path).output_names == ["relu"]
+    (tmp_path / "io.json").write_text(json.dumps({"inputs": [{"name": "images"}], "outputs": [{"name": "relu"}]}))
+    with pytest.raises(DeployError, match="io.json names images"):
+        tensorflow_backend(path)
+
+
+def _onnx(tmp_path, pb):
+    import onnx
+
+    from pipeline.stages.convert import to_onnx
+    from pipeline.tf.graph import infer_io, load_graph_def
+
+    graph_def = load_graph_def(pb)
+    path = tmp_path / (pb.stem + ".onnx")
+    onnx.save(to_onnx(graph_def, infer_io(graph_def), 13), str(path))
+    return path
+
+
+@pytest.mark.tf
+def test_onnx_models_converted_with_tf2onnx(tmp_path):
+    good = onnxruntime_backend(_onnx(tmp_path, bn_graph(tmp_path / "infer.pb", is_training=False)))
+    assert good.name == "onnxruntime" and good.input_shape[0] is None
+    assert batch_consistency(good, IMAGES, batch_sizes=(2, 8)).passed
+    bad = onnxruntime_backend(_onnx(tmp_path, bn_graph(tmp_path / "train.pb", is_training=True)))
+    report = batch_consistency(bad, IMAGES, batch_sizes=(2, 8))
+    assert report.status == "inconsistent" and report.outputs[0].max_abs_diff > 1e-3
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+@pytest.mark.tf
+def test_command_text_json_and_exit_codes(tmp_path):
+    bad = bn_graph(tmp_path / "train.pb", is_training=True)
+    text, code = consistency_command(bad, "2,8", 3)
+    assert code == 3 and "FAIL" in text and "random pixels, seed 0" in text
+    assert "first divergence at bn/FusedBatchNormV3 (FusedBatchNormV3, is_training=true): max abs diff" in text
+    text, code = consistency_command(bad, [2], 2, format="json")
+    d = json.loads(text)
+    assert code == 3 and d["status"] == "inconsistent" and d["first_divergence"]["node"] == "bn/FusedBatchNormV3"
+    text, code = consistency_command(bn_graph(tmp_path / "infer.pb", is_training=False), (2, 8), 2, tolerance=1e-4)
+    assert code == 0 and text.startswith("batch consistency: PASS") and "1e-04" not in text and "0.0001" in text
+    assert consistency_command(tmp_path / "missing.pb", (2,), 2)[1] == 1
+    assert consistency_command(bad, "2,x", 2)[1] == 1
+    assert consistency_command(bad, (1,), 2)[1] == 1
+    assert json.loads(consistency_command(tmp_path / "model.h5", (2,), 2, format="json")[0])["code"] == 1
+
+
+@pytest.mark.tf
+def test_command_with_dataset_folder(tmp_path):
+    from PIL import Image
+
+    for k, cls in enumerate(("a", "a", "b", "b")):
+        (tmp_path / "data" / cls).mkdir(parents=True, exist_ok=True)
+        Image.fromarray((np.random.RandomState(k).rand(12, 10, 3) * 255).astype("uint8")).save(tmp_path / "data" / cls / f"{k}.png")
+    bad = bn_graph(tmp_path / "train.pb", is_training=True)
+    text, code = consistency_command(bad, "2", 3, dataset=tmp_path / "data")
+    assert code == 3 and "dataset " in text and ": 3 images" in text and "bn/FusedBatchNormV3" in text
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(flat / "one.png")
+    text, code = consistency_command(bn_graph(tmp_path / "infer.pb", is_training=False), "2", 4, dataset=flat)
+    assert code == 0 and ": 1 images" in text
