@@ -4,15 +4,15 @@ A model that still runs batch norm (or dropout) in training mode gives an image 
 alone, beside other images, or twice in a row. ``batch_consistency`` runs each sample image alone
 (twice: stochastic outputs show up there) and at every position of batches of other images and of
 copies of itself, and compares its output row with the alone output. For a frozen TensorFlow graph,
-``first_divergence`` names the first node (topological order) whose output row departs.
+``first_divergence`` names the first node (topological order) whose output departs.
 
 Backends: objects with ``.name``, ``.input_name``, ``.input_shape`` (tuple, None = dynamic dim),
 ``.output_names`` and ``.run(batch) -> [np.ndarray per output name]``; see ``Backend``. A TensorRT
 backend on a Jetson plugs in with the same members: ``Backend("tensorrt", input_name, (None, H, W, C),
 output_names, run)`` where ``run(batch)`` calls ``context.set_input_shape(input_name, batch.shape)``
 (the engine's optimisation profile must cover batch 1 up to the largest batch size checked), copies the
-batch in, executes, and returns the host copies of the outputs, rows ``[:len(batch)]``, in
-``output_names`` order. A fixed-batch engine (profile min == max) cannot be checked.
+batch in, executes, and returns host copies of the outputs, rows ``[:len(batch)]``, in ``output_names``
+order. A fixed-batch engine (profile min == max) cannot be checked.
 """
 
 import json
@@ -24,8 +24,6 @@ from pipeline.errors import EXIT_OK, EXIT_STAGE_FAILED, DeployError, StageFailed
 
 ATOL, RTOL = 1e-5, 1e-4  # pass when |batched - alone| <= ATOL + RTOL * |alone|, element-wise
 _REDUCTIONS = ("Mean", "Sum", "Max", "Min", "Prod")
-_RANDOM_HINT = ("random op (dropout or augmentation left in training mode) makes the output random: rebuild with "
-                "training=False or apply rewrite strip_dropout")
 
 
 class Backend:
@@ -45,8 +43,8 @@ class Backend:
         except DeployError:
             raise
         except Exception as e:  # the runtime's own error types
-            reason = " ".join(str(e).split())[:300] or type(e).__name__
-            msg = "{} cannot run {} on a batch of shape {}: {}".format(self.name, self.input_name, list(batch.shape), reason)
+            msg = "{} cannot run {} on a batch of shape {}: {}".format(
+                self.name, self.input_name, list(batch.shape), " ".join(str(e).split())[:300] or type(e).__name__)
             raise (StageFailed(msg) if len(batch) > 1 else DeployError(msg)) from None
 
 
@@ -54,51 +52,43 @@ def _tensor(name):
     return name if ":" in name else name + ":0"
 
 
-def _graph_io(path, graph_def, io):
-    """io as given, else io.json next to the graph (from deploy's freeze stage), else inferred."""
-    from pipeline.tf.graph import infer_io
+def _tf_graph(path, io):
+    """(tf, graph_def, io, imported graph, input tensor); io as given, else io.json next to the graph
+    (deploy's freeze stage writes it), else ``infer_io``."""
+    from pipeline.tf import import_tf
+    from pipeline.tf.graph import infer_io, load_graph_def
 
-    side = Path(path).parent / "io.json" if path is not None else None
-    if io is None and side is not None and side.is_file():
+    tf = import_tf()
+    graph_def = load_graph_def(path)
+    side, where = Path(path).parent / "io.json", "io"
+    if io is None and side.is_file():
         try:
-            io = json.loads(side.read_text())
+            io, where = json.loads(side.read_text()), str(side)
         except (OSError, ValueError) as e:
             raise DeployError("{}: cannot read ({}); delete it to let deploy infer the graph's inputs".format(side, e))
-        names = {n.name for n in graph_def.node}
-        missing = [s["name"] for s in io.get("inputs", []) + io.get("outputs", []) if s["name"].split(":")[0] not in names]
-        if missing:
-            raise DeployError("{} names {} that {} does not have; it belongs to another graph: move it away".format(
-                side, ", ".join(missing), path))
     io = io or infer_io(graph_def)
+    names = {n.name for n in graph_def.node}
+    missing = [s["name"] for s in io["inputs"] + io["outputs"] if s["name"].split(":")[0] not in names]
+    if missing:
+        raise DeployError("{} names {} that {} does not have{}".format(
+            where, ", ".join(missing), path, "; it belongs to another graph: move it away" if where != "io" else ""))
     if len(io["inputs"]) != 1:
         raise DeployError("consistency checks models with one image input; {} has {} ({})".format(
             path, len(io["inputs"]), ", ".join(i["name"] for i in io["inputs"])))
-    return io
-
-
-def _import(tf, graph_def):
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(graph_def, name="")
-    return graph
+    return tf, graph_def, io, graph, graph.get_tensor_by_name(_tensor(io["inputs"][0]["name"]))
 
 
 def tensorflow_backend(graph_def_path, io=None):
     """A frozen .pb/.pbtxt run by TensorFlow in one ``tf.compat.v1.Session`` (kept open for all runs)."""
-    from pipeline.tf import import_tf
-    from pipeline.tf.graph import load_graph_def
-
-    tf = import_tf()
-    graph_def = load_graph_def(graph_def_path)
-    io = _graph_io(graph_def_path, graph_def, io)
-    graph = _import(tf, graph_def)
-    inp = graph.get_tensor_by_name(_tensor(io["inputs"][0]["name"]))
+    tf, _, io, graph, inp = _tf_graph(graph_def_path, io)
     fetches = [graph.get_tensor_by_name(_tensor(o["name"])) for o in io["outputs"]]
-    shape = None if inp.shape.rank is None else tuple(inp.shape.as_list())
     sess = tf.compat.v1.Session(graph=graph)
-    return Backend("tensorflow", inp.op.name, shape, [o["name"] for o in io["outputs"]],
-                   lambda batch: sess.run(fetches, {inp: batch}), dtype=inp.dtype.as_numpy_dtype,
-                   label={"runtime": "tensorflow", "version": tf.__version__})
+    return Backend("tensorflow", inp.op.name, None if inp.shape.rank is None else inp.shape.as_list(),
+                   [o["name"] for o in io["outputs"]], lambda batch: sess.run(fetches, {inp: batch}),
+                   dtype=inp.dtype.as_numpy_dtype, label={"runtime": "tensorflow", "version": tf.__version__})
 
 
 def onnxruntime_backend(onnx_path):
@@ -119,19 +109,19 @@ def onnxruntime_backend(onnx_path):
 @dataclass
 class OutputResult:
     name: str
-    compared: bool = True  # False: the output's first dimension is not the batch
+    compared: bool = True  # False: the output's first dimension is not the batch (see note)
     note: Optional[str] = None
-    cases: int = 0
+    cases: int = 0  # (image, batch size, position, neighbours) comparisons
     failed_cases: int = 0
     max_abs_diff: float = 0.0
-    max_rel_diff: float = 0.0
+    max_rel_diff: float = 0.0  # |diff| / max(|alone|, tolerance)
     worst: Optional[dict] = None  # image, batch_size, position, neighbours ("other images" | "copies of itself")
     stochastic: bool = False  # two alone runs of the same image differ
     stochastic_diff: float = 0.0
 
     @property
     def passed(self):
-        return not self.compared or (not self.stochastic and self.failed_cases == 0)
+        return not self.stochastic and (not self.compared or self.failed_cases == 0)
 
 
 @dataclass
@@ -150,7 +140,7 @@ class ConsistencyReport:
     label: dict = field(default_factory=dict)
     divergence: Optional["Divergence"] = None
     divergence_note: Optional[str] = None
-    replay: object = field(default=None, repr=False)  # (batch, position) of the worst failing case
+    replay: object = field(default=None, repr=False)  # (batch, position, output) of the worst failing case
 
     @property
     def passed(self):
@@ -161,15 +151,24 @@ class ConsistencyReport:
         return "stochastic" if any(o.stochastic for o in self.outputs) else "pass" if self.passed else "inconsistent"
 
     def to_dict(self):
-        return {
+        return _finite({
             "status": self.status, "passed": self.passed, "model": self.model, "backend": self.backend,
             "runtime": self.label, "input": {"name": self.input_name, "shape": _shape(self.input_shape)},
             "images": {"count": self.samples, "source": self.source}, "batch_sizes": list(self.batch_sizes),
             "tolerance": {"abs": self.tolerance, "rel": self.rtol}, "runs": self.runs,
-            "outputs": [{k: v for k, v in vars(o).items()} | {"passed": o.passed} for o in self.outputs],
-            "first_divergence": self.divergence.to_dict() if self.divergence else None,
+            "outputs": [dict(vars(o), passed=o.passed) for o in self.outputs],
+            "first_divergence": dict(vars(self.divergence)) if self.divergence else None,
             "first_divergence_note": self.divergence_note,
-        }
+        })
+
+
+def _finite(value):
+    """JSON-ready: inf (outputs of different shapes or non-numeric values that differ) becomes None."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and value in (float("inf"), float("-inf")) else value
 
 
 def _shape(shape):
@@ -177,21 +176,19 @@ def _shape(shape):
 
 
 def _diff(ref, got, atol, rtol):
-    """(max abs diff, max rel diff, elements over tolerance?) of ``got`` against ``ref`` (same shape)."""
+    """(max abs diff, max rel diff, any element over tolerance) of ``got`` against ``ref`` (same shape)."""
     import numpy as np
 
     ref, got = np.atleast_1d(ref), np.atleast_1d(got)
     if ref.dtype.kind not in "biuf" or got.dtype.kind not in "biuf":  # strings and the like: equal or not
-        same = bool(np.array_equal(ref, got))
-        return (0.0, 0.0, False) if same else (float("inf"), float("inf"), True)
-    ref, got = ref.astype(np.float64), got.astype(np.float64)
+        return (0.0, 0.0, False) if np.array_equal(ref, got) else (float("inf"), float("inf"), True)
     if ref.size == 0:
         return 0.0, 0.0, False
-    d = np.abs(got - ref)
-    nan = np.isnan(ref) | np.isnan(got)
-    d[nan] = np.where(np.isnan(ref) & np.isnan(got), 0.0, np.inf)[nan]
-    rel = d / np.maximum(np.abs(np.nan_to_num(ref)), max(atol, 1e-12))
-    return float(d.max()), float(rel.max()), bool(np.any(d > atol + rtol * np.abs(np.nan_to_num(ref))))
+    ref, got = ref.astype(np.float64), got.astype(np.float64)
+    d, nan = np.abs(got - ref), np.isnan(ref) | np.isnan(got)
+    d[nan] = np.where(np.isnan(ref) & np.isnan(got), 0.0, np.inf)[nan]  # NaN in both runs: the same
+    ref = np.abs(np.nan_to_num(ref))
+    return float(d.max()), float((d / np.maximum(ref, max(atol, 1e-12))).max()), bool(np.any(d > atol + rtol * ref))
 
 
 def _batched(alone, batched, size):
@@ -211,31 +208,26 @@ def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
     if not sizes or sizes[0] < 2:
         raise DeployError("batch sizes must be 2 or more (got {})".format(", ".join(map(str, batch_sizes)) or "none"))
     images = np.asarray(images)
-    if shape is not None and images.ndim == len(shape) - 1:
-        images = images[None]
+    images = images[None] if shape is not None and images.ndim == len(shape) - 1 else images
     if len(images) == 0:
         raise DeployError("batch consistency needs at least one image")
-    pool, k = images, len(images)
-    rng = np.random.RandomState(seed)
-    if k == 1:  # one seeded stranger in the image's value range, so there is a neighbour to sit beside
+    pool, rng = images, np.random.RandomState(seed)
+    if len(images) == 1:  # one seeded stranger in the image's value range, so there is a neighbour
         lo, hi = float(images.min()), float(images.max())
         pool = np.concatenate([images, rng.uniform(lo, max(hi, lo + 1), images.shape).astype(images.dtype)])
-    report = ConsistencyReport(backend.name, backend.input_name, shape, k, source or "given", sizes, tolerance, rtol,
-                               [OutputResult(n) for n in backend.output_names], model=model, label=backend.label)
+    report = ConsistencyReport(backend.name, backend.input_name, shape, len(images), source or "given", sizes, tolerance,
+                               rtol, [OutputResult(n) for n in backend.output_names], model=model, label=backend.label)
 
-    def compare(i, alone, outs, batch, positions, kind):
+    def compare(i, alone, batch, positions, kind):
         report.runs += 1
-        for res, ref, got in zip(report.outputs, alone, outs):
-            if not res.compared:
-                continue
-            if not _batched(ref, got, len(batch)):
-                res.compared, res.note = False, "not compared: first dimension is not the batch (alone {}, batch of {}: {})".format(
+        for res, ref, got in zip(report.outputs, alone, backend.run(batch)):
+            if res.compared and not _batched(ref, got, len(batch)):
+                res.compared = False
+                res.note = "not compared: its first dimension is not the batch (alone {}, batch of {}: {})".format(
                     list(ref.shape), len(batch), list(got.shape))
-                continue
-            for p in positions:
+            for p in positions if res.compared else ():
                 abs_d, rel_d, over = _diff(ref[0], got[p], tolerance, rtol)
-                res.cases += 1
-                res.failed_cases += over
+                res.cases, res.failed_cases = res.cases + 1, res.failed_cases + over
                 res.max_rel_diff = max(res.max_rel_diff, rel_d)
                 if abs_d > res.max_abs_diff or res.worst is None:
                     res.max_abs_diff = abs_d
@@ -243,7 +235,7 @@ def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
                     if over and (report.replay is None or report.replay[2] is res):
                         report.replay = (batch, p, res)
 
-    for i in range(k):
+    for i in range(len(images)):
         image = images[i:i + 1]
         alone, again = backend.run(image), backend.run(image)
         report.runs += 2
@@ -253,13 +245,10 @@ def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
                 res.stochastic, res.stochastic_diff = True, max(res.stochastic_diff, abs_d)
         others = [j for j in range(len(pool)) if j != i]
         for size in sizes:
-            copies = np.repeat(image, size, axis=0)  # one batch: the image sits at every position
-            compare(i, alone, backend.run(copies), copies, range(size), "copies of itself")
+            compare(i, alone, np.repeat(image, size, axis=0), range(size), "copies of itself")  # every position at once
             for p in range(size):
                 idx = list(rng.choice(others, size - 1, replace=len(others) < size - 1))
-                idx.insert(p, i)
-                batch = pool[idx]
-                compare(i, alone, backend.run(batch), batch, [p], "other images")
+                compare(i, alone, pool[idx[:p] + [i] + idx[p:]], [p], "other images")
     if not any(o.compared for o in report.outputs):
         raise DeployError("no output of {} has the batch as its first dimension; nothing to compare ({})".format(
             model or backend.name, "; ".join(o.name + ": " + o.note for o in report.outputs)))
@@ -274,14 +263,14 @@ class Divergence:
     node: str
     op: str
     tensor: str
-    attrs: dict
+    attrs: dict  # key attributes: is_training (batch norm), axis (reductions), seed/seed2 (random ops)
     reason: str  # "batch-dependent" | "stochastic"
     max_abs_diff: float
     max_rel_diff: float
     hint: Optional[str] = None
 
     def to_dict(self):
-        return dict(vars(self))
+        return _finite(dict(vars(self)))
 
     def __str__(self):
         attrs = "".join(", {}={}".format(k, str(v).lower() if isinstance(v, bool) else v) for k, v in self.attrs.items())
@@ -293,47 +282,41 @@ def _topological(graph_def):
     """Node names in topological order, ties (and cycles: loop back-edges) in GraphDef order."""
     import heapq
 
-    index = {n.name: k for k, n in enumerate(graph_def.node)}
-    deps = {n.name: {i.lstrip("^").split(":")[0] for i in n.input} & index.keys() for n in graph_def.node}
-    users = {}
-    for name, ds in deps.items():
-        for d in ds:
-            users.setdefault(d, []).append(name)
-    waiting = {name: len(ds) for name, ds in deps.items()}
-    ready = [index[n] for n, c in waiting.items() if c == 0]
-    heapq.heapify(ready)
-    order = []
+    nodes = graph_def.node
+    index = {n.name: k for k, n in enumerate(nodes)}
+    waiting = [{index.get(i.lstrip("^").split(":")[0], k) for i in n.input} - {k} for k, n in enumerate(nodes)]
+    users = [[] for _ in nodes]
+    for k, deps in enumerate(waiting):
+        for d in deps:
+            users[d].append(k)
+    ready, order = [k for k, deps in enumerate(waiting) if not deps], []
     while ready:
-        name = graph_def.node[heapq.heappop(ready)].name
-        order.append(name)
-        for u in users.get(name, ()):
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, index[u])
+        order.append(heapq.heappop(ready))
+        for u in users[order[-1]]:
+            waiting[u].discard(order[-1])
+            if not waiting[u]:
+                heapq.heappush(ready, u)
     done = set(order)
-    return order + [n.name for n in graph_def.node if n.name not in done]
+    return [nodes[k].name for k in order] + [n.name for k, n in enumerate(nodes) if k not in done]
 
 
 def _key_attrs(node, consts):
     import numpy as np
 
-    a, out = node.attr, {}
-    if "is_training" in a:
-        out["is_training"] = a["is_training"].b
-    if node.op in _REDUCTIONS and len(node.input) > 1 and node.input[1].split(":")[0] in consts:
+    out = {"is_training": node.attr["is_training"].b} if "is_training" in node.attr else {}
+    axes = consts.get(node.input[1].split(":")[0]) if node.op in _REDUCTIONS and len(node.input) > 1 else None
+    if axes is not None:
         from tensorflow.python.framework import tensor_util
 
-        axes = np.atleast_1d(tensor_util.MakeNdarray(consts[node.input[1].split(":")[0]].attr["value"].tensor))
-        out["axis"] = axes.tolist()
-    for key in ("seed", "seed2"):
-        if key in a and a[key].i:
-            out[key] = a[key].i
+        out["axis"] = np.atleast_1d(tensor_util.MakeNdarray(axes.attr["value"].tensor)).tolist()
+    out.update({k: node.attr[k].i for k in ("seed", "seed2") if k in node.attr and node.attr[k].i})
     return out
 
 
 def _hint(op, attrs, reason):
     if reason == "stochastic":
-        return _RANDOM_HINT
+        return ("a random op (dropout or augmentation left in training mode) makes the output random: rebuild with "
+                "training=False or apply rewrite strip_dropout")
     if attrs.get("is_training"):
         return ("batch norm in training mode normalises with the batch's own mean and variance: export with "
                 "training=False (deploy's export stage does) or apply rewrite bn_inference")
@@ -345,7 +328,7 @@ def _hint(op, attrs, reason):
 def _fetch(tf, sess, tensors, feed):
     try:
         return sess.run(tensors, feed)
-    except tf.errors.OpError:  # one unfetchable tensor (dead cond branch, loop frame): fetch one by one
+    except tf.errors.OpError:  # an unfetchable tensor (dead cond branch, loop frame): one by one, None for those
         out = []
         for t in tensors:
             try:
@@ -356,27 +339,19 @@ def _fetch(tf, sess, tensors, feed):
 
 
 def first_divergence(graph_def_path, image, neighbours, io=None, tolerance=ATOL, rtol=RTOL, position=0, chunk=64):
-    """The first node whose output row for ``image`` differs alone vs. in a batch with ``neighbours`` (at
-    ``position``), or between two alone runs ("stochastic"); None when every float tensor agrees."""
+    """The first node (topological order) whose output for ``image`` differs between two alone runs
+    ("stochastic") or alone vs. at ``position`` in a batch with ``neighbours`` ("batch-dependent");
+    None when every float tensor agrees. Tensors are fetched ``chunk`` at a time, stopping at the first hit."""
     import numpy as np
 
-    from pipeline.tf import import_tf
-    from pipeline.tf.graph import load_graph_def
-
-    tf = import_tf()
-    graph_def = load_graph_def(graph_def_path)
-    io = _graph_io(graph_def_path, graph_def, io)
-    graph = _import(tf, graph_def)
-    inp = graph.get_tensor_by_name(_tensor(io["inputs"][0]["name"]))
-    dtype = inp.dtype.as_numpy_dtype
-    image, neighbours = np.asarray(image, dtype), np.asarray(neighbours, dtype)
-    if inp.shape.rank is not None and image.ndim == inp.shape.rank - 1:
-        image = image[None]
+    tf, graph_def, io, graph, inp = _tf_graph(graph_def_path, io)
+    image, neighbours = np.asarray(image, inp.dtype.as_numpy_dtype), np.asarray(neighbours, inp.dtype.as_numpy_dtype)
+    image = image[None] if inp.shape.rank is not None and image.ndim == inp.shape.rank - 1 else image
     if len(neighbours) == 0:
         raise DeployError("first_divergence needs at least one neighbour image")
     batch = np.concatenate([neighbours[:position], image, neighbours[position:]])
-    consts = {n.name: n for n in graph_def.node if n.op == "Const"}
     by_name = {n.name: n for n in graph_def.node}
+    consts = {n.name: n for n in graph_def.node if n.op == "Const"}
     used = {_tensor(i) for n in graph_def.node for i in n.input if not i.startswith("^")}
     used |= {_tensor(o["name"]) for o in io["outputs"]}  # unused side outputs (a batch norm's batch variance) can't matter
     tensors = [t for name in _topological(graph_def) if by_name[name].op not in ("Const", "Placeholder")
@@ -392,13 +367,12 @@ def first_divergence(graph_def_path, image, neighbours, io=None, tolerance=ATOL,
                 abs_d, rel_d, over = _diff(a, b, tolerance, rtol) if a.shape == b.shape else (np.inf, np.inf, True)
                 reason = "stochastic"
                 if not over and c is not None and (_batched(a, c, len(batch)) or a.shape == c.shape):
-                    row = (a[0], c[position]) if _batched(a, c, len(batch)) else (a, c)  # else: no batch dim at all
-                    (abs_d, rel_d, over), reason = _diff(*row, tolerance, rtol), "batch-dependent"
-                if not over:
-                    continue
-                node = by_name[t.op.name]
-                attrs = _key_attrs(node, consts)
-                return Divergence(node.name, node.op, t.name, attrs, reason, abs_d, rel_d, _hint(node.op, attrs, reason))
+                    pair = (a[0], c[position]) if _batched(a, c, len(batch)) else (a, c)  # (a, c): no batch dim at all
+                    (abs_d, rel_d, over), reason = _diff(*pair, tolerance, rtol), "batch-dependent"
+                if over:
+                    node = by_name[t.op.name]
+                    attrs = _key_attrs(node, consts)
+                    return Divergence(node.name, node.op, t.name, attrs, reason, abs_d, rel_d, _hint(node.op, attrs, reason))
     return None
 
 
@@ -410,19 +384,17 @@ def format_report(report):
     verdict = {"pass": "PASS: each image's output is the same alone and inside any batch",
                "inconsistent": "FAIL: an image's output changes with the batch it is in",
                "stochastic": "FAIL: the output is random (two runs of the same image differ)"}[report.status]
+    shape = "[{}]".format(", ".join("?" if d is None else str(d) for d in report.input_shape or ()))
     lines = ["batch consistency: " + verdict,
-             "  model      {} ({}), input {} {}".format(report.model or "-", report.backend, report.input_name,
-                                                       _shape(report.input_shape)),
+             "  model      {} ({}), input {} {}".format(report.model or "-", report.backend, report.input_name, shape),
              "  images     {} ({})".format(report.samples, report.source),
              "  batches    alone (twice) vs. batch {} at every position, beside other images and copies of itself"
              " ({} runs)".format(", ".join(map(str, report.batch_sizes)), report.runs),
              "  tolerance  |diff| <= {:g} + {:g} * |alone|".format(report.tolerance, report.rtol), ""]
     for o in report.outputs:
-        if not o.compared:
-            lines.append("  {}: {}".format(o.name, o.note))
-            continue
         w = o.worst or {}
-        lines.append("  {}: {}  max abs diff {:.3g}, max rel diff {:.3g}; {}/{} cases over; worst: image {}, batch {}, "
+        lines.append("  {}: {}".format(o.name, o.note) if not o.compared else
+                     "  {}: {}  max abs diff {:.3g}, max rel diff {:.3g}; {}/{} cases over; worst: image {}, batch {}, "
                      "position {}, beside {}".format(o.name, "PASS" if o.passed else "FAIL", o.max_abs_diff, o.max_rel_diff,
                                                      o.failed_cases, o.cases, w.get("image"), w.get("batch_size"),
                                                      w.get("position"), w.get("neighbours")))
@@ -452,9 +424,8 @@ def _images(shape, samples, dataset, seed):
         from pipeline.data.folder import IMAGE_EXTENSIONS, index_image_folder, load_images
 
         try:
-            index = index_image_folder(dataset, verify=False)
-            paths = [p for p, _ in index.val + index.train]
-        except DeployError:  # not class subfolders: any images under the folder
+            paths = [p for p, _ in (lambda index: index.val + index.train)(index_image_folder(dataset, verify=False))]
+        except DeployError:  # not one subfolder per class: any images under the folder
             paths = sorted(str(p) for p in Path(dataset).rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS
                            and not any(part.startswith(".") for part in p.parts))
             if not paths:
@@ -467,38 +438,34 @@ def _images(shape, samples, dataset, seed):
 
 
 def consistency_command(model_path, batch_sizes=(2, 8), samples=4, dataset=None, tolerance=None, format="text", seed=0):
-    """``deploy consistency``: returns (text, exit code): 0 consistent, 3 inconsistent or stochastic, 1 bad input."""
+    """``deploy consistency``: (text, exit code): 0 consistent, 3 inconsistent or stochastic, 1 bad input (text
+    is then ``deploy: error: ...``, or ``{"status": "error", ...}`` in json)."""
+    import numpy as np
+
     try:
         path = Path(model_path)
-        if isinstance(batch_sizes, str):
-            try:
-                batch_sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
-            except ValueError:
-                raise DeployError("--batch-sizes {}: expected comma-separated integers, e.g. 2,8".format(batch_sizes)) from None
-        if int(samples) < 1:
-            raise DeployError("--samples {}: needs at least 1 image".format(samples))
-        tol = ATOL if tolerance is None else float(tolerance)
-        if tol < 0:
-            raise DeployError("--tolerance {}: must be 0 or more".format(tolerance))
-        if not path.is_file():
-            raise DeployError("{} {}".format(path, "is a directory: freeze a SavedModel first (deploy run --until freeze)"
-                                             if path.is_dir() else "does not exist"))
+        try:
+            sizes = [int(b) for b in batch_sizes.split(",") if b.strip()] if isinstance(batch_sizes, str) else batch_sizes
+            samples, tol = int(samples), ATOL if tolerance is None else float(tolerance)
+        except ValueError as e:
+            raise DeployError("bad --batch-sizes, --samples or --tolerance ({}); e.g. --batch-sizes 2,8 --samples 4".format(e)) from None
+        if samples < 1 or tol < 0:
+            raise DeployError("--samples must be 1 or more and --tolerance 0 or more (got {}, {})".format(samples, tol))
         kinds = {".pb": tensorflow_backend, ".pbtxt": tensorflow_backend, ".onnx": onnxruntime_backend}
-        if path.suffix.lower() not in kinds:
-            raise DeployError("{}: expected a frozen .pb/.pbtxt (TensorFlow) or an .onnx model".format(path))
+        if not path.is_file() or path.suffix.lower() not in kinds:
+            raise DeployError("{} {}; expected a frozen .pb/.pbtxt (TensorFlow) or an .onnx model{}".format(
+                path, "is a directory" if path.is_dir() else "is not a model file" if path.exists() else "does not exist",
+                " (freeze a SavedModel first: deploy run --until freeze)" if path.is_dir() else ""))
         backend = kinds[path.suffix.lower()](path)
-        images, source = _images(backend.input_shape, int(samples), dataset, seed)
-        report = batch_consistency(backend, images, batch_sizes, tolerance=tol, seed=seed, source=source, model=str(path))
+        images, source = _images(backend.input_shape, samples, dataset, seed)
+        report = batch_consistency(backend, images, sizes, tolerance=tol, seed=seed, source=source, model=str(path))
         if not report.passed and backend.name == "tensorflow":
-            import numpy as np
-
-            if report.replay is not None:
+            if report.replay is None:  # random only (no failing batch kept): any batch shows the random node
+                batch, p = np.concatenate([images[:1], images[1:2] if len(images) > 1 else images[:1, ::-1]]), 0
+            else:
                 batch, p, _ = report.replay
-                image, neighbours = batch[p:p + 1], np.delete(batch, p, axis=0)
-            else:  # stochastic only: any batch shows the random node
-                image, neighbours, p = images[:1], np.concatenate([images[1:], images[:1]])[:1], 0
             try:
-                report.divergence = first_divergence(path, image, neighbours, tolerance=tol, position=p)
+                report.divergence = first_divergence(path, batch[p:p + 1], np.delete(batch, p, axis=0), tolerance=tol, position=p)
                 if report.divergence is None:
                     report.divergence_note = "first divergence: no float tensor departs beyond tolerance (non-float outputs differ)"
             except DeployError as e:

@@ -106,6 +106,12 @@ class TFGraph:
 
     def add_const(self, name, array):
         """A new Const node holding ``array`` (numpy), named ``name`` (made unique)."""
+        node = self.graph_def.node.add(name=self.unique(name))
+        self.set_const(node, array)
+        return node
+
+    def set_const(self, node, array):
+        """Turn ``node`` (in place, keeping its name) into a Const holding ``array``."""
         import numpy as np
 
         from pipeline.graph.proto import DataType
@@ -113,7 +119,9 @@ class TFGraph:
         array = np.ascontiguousarray(array)
         dtype = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "int32": "DT_INT32", "int64": "DT_INT64",
                  "float16": "DT_HALF", "uint8": "DT_UINT8", "bool": "DT_BOOL"}[str(array.dtype)]
-        node = self.graph_def.node.add(name=self.unique(name), op="Const")
+        node.op = "Const"
+        del node.input[:]
+        node.attr.clear()
         node.attr["dtype"].type = DataType[dtype]
         tensor = node.attr["value"].tensor
         tensor.dtype = DataType[dtype]
@@ -121,7 +129,6 @@ class TFGraph:
             tensor.tensor_shape.dim.add(size=int(d))
         tensor.tensor_content = array.astype(array.dtype.newbyteorder("<")).tobytes()
         self.changed()
-        return node
 
     def unique(self, name):
         taken = {n.name for n in self.graph_def.node}
@@ -146,14 +153,16 @@ class TFGraph:
         return count
 
     def remove(self, names):
+        """Delete nodes (in place: references to the other nodes stay valid) and control edges to them."""
         names = set(names)
-        keep = [n for n in self.graph_def.node if n.name not in names]
-        for n in keep:
+        nodes = self.graph_def.node
+        for i in range(len(nodes) - 1, -1, -1):
+            if nodes[i].name in names:
+                del nodes[i]
+        for n in nodes:
             controls = [t for t in n.input if t.startswith("^") and t[1:] in names]
             for t in controls:
                 n.input.remove(t)
-        del self.graph_def.node[:]
-        self.graph_def.node.extend(keep)
         self.changed()
 
     def prune(self, outputs):

@@ -195,3 +195,48 @@ def test_unknown_pass_and_missing_option(tmp_path):
         run_passes(path, ["strip_dropuot"])
     with pytest.raises(DeployError, match=r"rewrite pass cut needs option inputs"):
         run_passes(path, ["cut"])
+
+
+# ------------------------------------------------------------------------------ folding
+
+
+def test_fold_constants_evaluates_constant_subgraphs_only(tmp_path):
+    def graph(t, x):
+        scale = t.math.rsqrt(t.constant([4.0, 1.0, 0.25, 1.0]) + 0.0, name="bn/Rsqrt")  # constants only
+        return conv(t, x) * scale
+
+    folded, receipt = run_passes(freeze(graph, tmp_path / "c.pb"), ["fold_constants"])
+    assert "bn/Rsqrt" in receipt[0]["sites"] and receipt[0]["ops"]["Rsqrt"] == -1
+    assert receipt[0]["comparison"]["max_abs_diff"] == 0.0
+    # near miss: an op on the input is never folded
+    _, receipt = run_passes(freeze(lambda t, x: t.math.rsqrt(t.abs(x) + 1.0), tmp_path / "n.pb"), ["fold_constants"])
+    assert receipt[0]["sites"] == []
+
+
+@pytest.mark.parametrize("kind", ["Conv2D", "DepthwiseConv2dNative"])
+def test_fold_batchnorm_into_the_convolution(tmp_path, kind):
+    def graph(t, x):
+        if kind == "Conv2D":
+            y = conv(t, x)
+            channels = 4
+        else:
+            w = t.constant(np.random.RandomState(3).randn(3, 3, 3, 2).astype("float32"), name="dw/kernel")
+            y = t.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME", name="dw/depthwise")
+            channels = 6
+        mul = t.constant(np.linspace(0.5, 2.0, channels, dtype="float32"), name="bn/mul")
+        add = t.constant(np.linspace(-1, 1, channels, dtype="float32"), name="bn/sub")
+        return t.nn.relu(y * mul + add)
+
+    folded, receipt = run_passes(freeze(graph, tmp_path / "bn.pb"), ["fold_batchnorm"])
+    assert len(receipt[0]["sites"]) == 1 and receipt[0]["ops"]["BiasAdd"] == 1 and receipt[0]["ops"]["Mul"] == -1
+    assert receipt[0]["comparison"]["max_abs_diff"] < 1e-5
+
+
+def test_fold_batchnorm_near_miss_conv_output_used_twice(tmp_path):
+    def graph(t, x):
+        y = conv(t, x)
+        mul = t.constant(np.linspace(0.5, 2.0, 4, dtype="float32"))
+        return (y * mul + 1.0) + y  # the un-normalised conv output is needed too: folding would break it
+
+    _, receipt = run_passes(freeze(graph, tmp_path / "twice.pb"), ["fold_batchnorm"])
+    assert receipt[0]["sites"] == []
