@@ -93,6 +93,16 @@ def _dims(text, flag):
         raise DeployError("{} {!r}: expected comma-separated dimensions, e.g. 1,224,224,3".format(flag, text))
 
 
+def cmd_consistency(args):
+    """Same image alone and inside batches: do the outputs agree? Names the first layer that diverges."""
+    from pipeline.consistency import consistency_command
+
+    text, code = consistency_command(args.model, args.batch_sizes, args.samples, args.dataset, args.tolerance,
+                                     args.format)
+    print(text, file=sys.stderr if code not in (0, 3) else sys.stdout)
+    return code
+
+
 def cmd_validate(args):
     """Check a config (schema, target, paths) without running anything."""
     from pipeline.config import ConfigError, load_config
@@ -202,6 +212,14 @@ def build_parser():
     p.add_argument("--cut", action="append", metavar="NODE[=DIMS]", help="cut option: make NODE a new input (repeatable)")
     p.add_argument("--outputs", metavar="NODE,...", help="the graph's outputs (default: MODEL's .io.json, else its sink nodes)")
     p.add_argument("--quiet", "-q", action="store_true")
+
+    p = add("consistency", cmd_consistency)
+    p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt) or an .onnx model")
+    p.add_argument("--batch-sizes", default="2,8", help="batch sizes to place each image in (default 2,8)")
+    p.add_argument("--samples", type=int, default=4, help="images to test (default 4)")
+    p.add_argument("--dataset", help="image folder to take them from (default: seeded random pixels)")
+    p.add_argument("--tolerance", type=float, help="max abs difference (default 1e-5, plus 1e-4 relative)")
+    p.add_argument("--format", default="text", choices=("text", "json"))
 
     p = add("validate", cmd_validate)
     p.add_argument("config")

@@ -140,6 +140,8 @@ class BenchmarkOptions(_Section):
     iterations: int = Field(100, ge=1, description="Timed runs per batch size.")
     duration_s: Optional[float] = Field(None, gt=0, description="Measure for this many seconds per batch size instead of a number of iterations.")
     inputs: Literal["dataset", "random"] = Field("dataset", description="Dataset images (repeated to fill a batch) or seeded random pixels.")
+    consistency: bool = Field(True, description="Also check batch consistency: each of `consistency_samples` images alone vs at every position of batches of the batch sizes above 1; the stage fails when outputs differ.")
+    consistency_samples: int = Field(4, ge=1, description="Images for the batch-consistency check.")
 
     @field_validator("batch_sizes")
     @classmethod

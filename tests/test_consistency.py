@@ -207,9 +207,11 @@ def test_onnx_models_converted_with_tf2onnx(tmp_path):
     good = onnxruntime_backend(_onnx(tmp_path, bn_graph(tmp_path / "infer.pb", is_training=False)))
     assert good.name == "onnxruntime" and good.input_shape[0] is None
     assert batch_consistency(good, IMAGES, batch_sizes=(2, 8)).passed
-    bad = onnxruntime_backend(_onnx(tmp_path, bn_graph(tmp_path / "train.pb", is_training=True)))
-    report = batch_consistency(bad, IMAGES, batch_sizes=(2, 8))
+    bad_path = _onnx(tmp_path, bn_graph(tmp_path / "train.pb", is_training=True))
+    report = batch_consistency(onnxruntime_backend(bad_path), IMAGES, batch_sizes=(2, 8))
     assert report.status == "inconsistent" and report.outputs[0].max_abs_diff > 1e-3
+    text, code = consistency_command(bad_path, "2", 2)
+    assert code == 3 and "(onnxruntime)" in text and "first divergence" not in text  # node-level search is TF only
 
 
 # ------------------------------------------------------------------------------ the command

@@ -86,6 +86,7 @@ def test_tx2_config_end_to_end_then_cached(tiny):
     bench = json.loads((run / "benchmark" / "benchmark.json").read_text())
     assert bench["where"]["on_target_device"] is False and bench["where"]["target"] == "jetson_tx2"
     assert [r["batch_size"] for r in bench["results"]] == [1, 4]
+    assert bench["consistency"]["passed"] is True and bench["consistency"]["batch_sizes"] == [4]
     for r in bench["results"]:
         for key in STATS:
             assert key in r, key

@@ -36,7 +36,7 @@ _SAME_SEMANTICS = {
 
 
 def onnx_fold_constants(model, options):
-    """Fold every subgraph computable from constants (onnx-graphsurgeon fold_constants, shapes too); sites = nodes removed.
+    """Fold what constants alone compute (graphsurgeon fold_constants, static shapes too); sites = nodes removed.
 
     Options: ``size_threshold`` (bytes; larger results stay computed at run time, default: no limit).
     Shapes are inferred first so Shape ops on static dimensions fold. The producer of a graph
@@ -64,7 +64,7 @@ def onnx_fold_constants(model, options):
 
 
 def retype_uint8_input(model, options):
-    """A UINT8 graph input becomes FLOAT (same name and shape): its Cast(to=FLOAT) goes, other uses get a Cast to uint8 only if they need one.
+    """A UINT8 graph input becomes FLOAT (same name, shape); its Cast(to=FLOAT) goes; uint8 only where a use needs it.
 
     TensorRT 8.2 has no UINT8 tensors. After the pass the input takes the same pixel values as
     float32 (integers 0..255); outputs are unchanged for such inputs. Consumers of the input:
@@ -86,6 +86,7 @@ def retype_uint8_input(model, options):
         return model, []
     graph = gs.import_onnx(model)
     names = set(graph.tensors())
+    returned = _returned(graph)
     sites = []
     for inp in graph.inputs:
         if inp.dtype != np.uint8:
@@ -98,10 +99,10 @@ def retype_uint8_input(model, options):
         as_uint8 = None
         for node in list(inp.outputs):
             if node.op == "Cast" and node.attrs.get("to") == T.FLOAT:
-                if node.outputs[0] not in graph.outputs:
+                if node.outputs[0].name not in returned:
+                    sites.append(_label(node))
                     _bypass(node.outputs[0], inp)
                     node.outputs.clear()
-                    sites.append(_label(node))
                 continue
             if node.op == "Cast" and node.attrs.get("to") in exact:
                 continue
@@ -115,7 +116,7 @@ def retype_uint8_input(model, options):
 
 
 def lower_opset(model, options):
-    """Lower the default-domain opset to ``options["opset"]`` (onnx version_converter, step by step); no-op if already there or lower.
+    """Lower the ONNX opset to options["opset"] (onnx version_converter, step by step); no-op if already <= it.
 
     A step down the converter has no adapter for is taken by relabelling when every op that
     changed at that step kept its semantics (``_SAME_SEMANTICS``: Relu/Add/Mul/... 14,
@@ -137,42 +138,34 @@ def lower_opset(model, options):
         return model, []
     too_new = _ops_missing_at(model, target)
     if too_new:
-        raise DeployError("lower_opset: {} do not exist at opset {} (nodes: {}); re-export the model at opset {} "
-                          "or replace them".format(", ".join(sorted(too_new)), target, _first(too_new), target),
+        raise DeployError("lower_opset: no opset-{} version of {} (nodes: {}); re-export the model at opset {} "
+                          "or replace them".format(target, ", ".join(sorted(too_new)), _first(too_new), target),
                           code=EXIT_NOT_DEPLOYABLE)
     out = model
     for version in range(source, target, -1):
-        try:
-            out = onnx.version_converter.convert_version(out, version - 1)
-        except Exception as e:
-            changed = _ops_changed_at(out, version)
-            stuck = {op: nodes for op, nodes in changed.items() if op not in _SAME_SEMANTICS.get(version, ())}
-            if stuck or not changed:
-                reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-                raise DeployError("lower_opset: cannot take {} from opset {} to {} (nodes: {}): {}; re-export the "
-                                  "model at opset {}".format(", ".join(sorted(stuck or changed)) or "the model", version,
-                                                             version - 1, _first(stuck or changed), reason, target),
-                                  code=EXIT_NOT_DEPLOYABLE)
-            out = _relabel(out, version - 1)
+        out = _step_down(out, version, target)
     left = _ops_missing_at(out, target)
     if left:
-        raise DeployError("lower_opset: {} left newer than opset {} (nodes: {}); re-export the model at opset {}".format(
-            ", ".join(sorted(left)), target, _first(left), target), code=EXIT_NOT_DEPLOYABLE)
-    ir = max(onnx.helper.find_min_ir_version_for(list(out.opset_import)), 8 if len(out.functions) else 0)
-    if out.ir_version > ir:
+        raise DeployError("lower_opset: {} left newer than opset {} (nodes: {}); re-export the model at opset {}"
+                          .format(", ".join(sorted(left)), target, _first(left), target), code=EXIT_NOT_DEPLOYABLE)
+    needed = max(onnx.helper.find_min_ir_version_for(list(out.opset_import), True), 8 if len(out.functions) else 0)
+    for ir in dict.fromkeys([min(out.ir_version, needed), out.ir_version]):  # the lower IR if it checks
         out.ir_version = ir
-    try:
-        onnx.checker.check_model(out, full_check=True)
-    except Exception as e:
-        raise DeployError("lower_opset: the model lowered to opset {} is not valid: {}; re-export it at opset {}".format(
-            target, str(e).strip().splitlines()[0], target), code=EXIT_NOT_DEPLOYABLE)
+        try:
+            onnx.checker.check_model(out, full_check=True)
+            break
+        except Exception as e:
+            error = str(e).strip().splitlines()[0]
+    else:
+        raise DeployError("lower_opset: the model lowered to opset {} is not valid: {}; re-export it at opset {}"
+                          .format(target, error, target), code=EXIT_NOT_DEPLOYABLE)
     sites = [_label(n) for n in model.graph.node
              if n.domain in ("", "ai.onnx") and _since(n.op_type, source) != _since(n.op_type, target)]
     return out, sites or [model.graph.name or "graph"]
 
 
 def replace_nms_with_plugin(model, options):
-    """Replace ONNX NonMaxSuppression with TensorRT's EfficientNMS_TRT plugin; CHANGES THE GRAPH'S OUTPUTS (the caller must accept that).
+    """NonMaxSuppression becomes TensorRT's EfficientNMS_TRT plugin; CHANGES THE GRAPH'S OUTPUTS (caller must accept).
 
     Behaviour changes and ONNX Runtime cannot check it (it has no such op): check the result with
     TensorRT. The plugin node (domain ``trt.plugins``, plugin_version "1") takes the NMS boxes
@@ -202,7 +195,8 @@ def replace_nms_with_plugin(model, options):
         raise DeployError("replace_nms_with_plugin: {} NonMaxSuppression nodes ({}); the pass replaces one".format(
             len(found), ", ".join(_label(n) for n in found[:3])))
     nms = found[0]
-    where = "replace_nms_with_plugin: NonMaxSuppression {}".format(_label(nms))
+    site = _label(nms)
+    where = "replace_nms_with_plugin: NonMaxSuppression {}".format(site)
     attrs = {
         "background_class": int(options.get("background_class", -1)),
         "box_coding": int(options.get("box_coding", nms.attrs.get("center_point_box", 0))),
@@ -232,9 +226,8 @@ def replace_nms_with_plugin(model, options):
     kept = [t for t in graph.outputs if t.name not in downstream]
     graph.outputs = kept[:first] + outs + kept[first:]
     out = _export(graph, model)
-    if onnx.helper.find_min_ir_version_for(list(out.opset_import)) > out.ir_version:
-        out.ir_version = onnx.helper.find_min_ir_version_for(list(out.opset_import))
-    return out, [_label(nms)]
+    out.ir_version = max(out.ir_version, onnx.helper.find_min_ir_version_for(list(out.opset_import), True))
+    return out, [site]
 
 
 def onnx_remove_identity(model, options):
@@ -251,10 +244,10 @@ def onnx_remove_identity(model, options):
     if not any(n.op_type in ("Identity", "Dropout") for n in model.graph.node):
         return model, []
     graph = gs.import_onnx(model)
-    returned = {t.name for sub in graph.subgraphs(recursive=True) for t in sub.outputs}
+    returned = _returned(graph, subgraphs_only=True)
     sites = []
     for node in list(graph.nodes):
-        if not _is_identity(node, graph.opset):
+        if not _is_identity(node, graph):
             continue
         src, dst = node.inputs[0], node.outputs[0]
         if dst.name in returned:
@@ -264,15 +257,16 @@ def onnx_remove_identity(model, options):
             if not producer_ok:
                 continue
             producer = src.inputs[0]
+            sites.append(_label(node))
             node.outputs.clear()
             node.inputs.clear()
             _bypass(src, dst)
             producer.outputs[producer.outputs.index(src)] = dst
         else:
+            sites.append(_label(node))
             _bypass(dst, src)
             node.outputs.clear()
             node.inputs.clear()
-        sites.append(_label(node))
     if not sites:
         return model, []
     return _export(graph, model), sites
@@ -321,6 +315,12 @@ def _export(graph, like):
     return out
 
 
+def _returned(graph, subgraphs_only=False):
+    """Names of the tensors a graph or any of its If/Loop/Scan bodies returns (they cannot be renamed)."""
+    graphs = list(graph.subgraphs(recursive=True)) + ([] if subgraphs_only else [graph])
+    return {t.name for g in graphs for t in g.outputs}
+
+
 def _unique(name, taken):
     candidate, i = name, 1
     while candidate in taken:
@@ -341,12 +341,14 @@ def _bypass(old, new):
         _replace_input(consumer, old, new)
 
 
-def _is_identity(node, opset):
+def _is_identity(node, graph):
+    opset = graph.opset
     if node.op == "Identity":
         return len(node.inputs) == 1 and len(node.outputs) == 1
     if node.op != "Dropout" or not node.inputs or not node.outputs:
         return False
-    if len(node.outputs) > 1 and node.outputs[1].name and node.outputs[1].outputs:
+    mask = node.outputs[1] if len(node.outputs) > 1 else None
+    if mask is not None and mask.name and (mask.outputs or mask in graph.outputs):
         return False  # the mask is used
     if opset < 7:
         return int(node.attrs.get("is_test", 0)) == 1
@@ -406,6 +408,23 @@ def _ops_changed_at(model, version):
 def _first(by_op, count=3):
     names = [name for names in by_op.values() for name in names]
     return ", ".join(names[:count]) + (", ..." if len(names) > count else "")
+
+
+def _step_down(model, version, target):
+    """``model`` at opset ``version - 1``: the converter's adapters, else relabelling when every op
+    that changed at ``version`` kept its semantics. A DeployError names the ops otherwise."""
+    import onnx
+
+    try:
+        return onnx.version_converter.convert_version(model, version - 1)
+    except Exception as e:
+        changed = _ops_changed_at(model, version)
+        if changed and all(op in _SAME_SEMANTICS.get(version, ()) for op in changed):
+            return _relabel(model, version - 1)
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise DeployError("lower_opset: cannot lower {} from opset {} to {} (nodes: {}): {}; re-export the model at "
+                          "opset {}".format(", ".join(sorted(changed)) or "the model", version, version - 1,
+                                            _first(changed) or "-", reason, target), code=EXIT_NOT_DEPLOYABLE)
 
 
 def _relabel(model, opset):

@@ -98,12 +98,19 @@ def benchmark(ctx):
         },
         "results": results,
     }
+    consistency = _consistency(ctx, model_path, batch_sizes)
+    if consistency is not None:
+        report["consistency"] = consistency
     out = ctx.output("benchmark")
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True, allow_nan=False)
         f.write("\n")
 
+    if consistency is not None and not consistency["passed"]:
+        raise StageFailed("batch consistency: an image's output changes with the batch it is in (max abs diff {:.3g} "
+                          "on {}); run deploy consistency on the frozen graph to find the layer".format(
+                              max(o["max_abs_diff"] or 0 for o in consistency["outputs"]), where_short))
     p50 = ", ".join("{:.3g} ms @b{}".format(r["p50_ms"], r["batch_size"]) for r in results)
     return {
         "summary": "{}: p50 {}".format(where_short, p50),
@@ -115,6 +122,25 @@ def benchmark(ctx):
             for r in results
         },
     }
+
+
+def _consistency(ctx, model_path, batch_sizes):
+    """Each sample alone vs inside the benchmark's batches (sizes above 1) on the same runtime."""
+    sizes = [b for b in batch_sizes if b > 1]
+    if not getattr(ctx.options, "consistency", False) or not sizes:
+        return None
+    from pipeline.consistency import batch_consistency, onnxruntime_backend
+    from pipeline.stages._data import sample_images
+
+    backend = onnxruntime_backend(model_path)
+    shape = backend.input_shape
+    if len(shape) != 4 or shape[3] != 3:
+        return None
+    images, source = sample_images(ctx.config, ctx.options.consistency_samples, (shape[1], shape[2]))
+    report = batch_consistency(backend, images, sizes, source=source, model=str(model_path))
+    ctx.progress.log("benchmark: batch consistency {} on {} images ({})".format(
+        "pass" if report.passed else "FAIL", len(images), source))
+    return report.to_dict()
 
 
 def _feed(ctx, session, batch_size, requested):

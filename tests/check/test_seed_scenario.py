@@ -55,6 +55,12 @@ def test_check_rewrite_check_and_the_reference(scenario):
     assert not any(r["accepted_but_wrong"] for r in data["routes"])
     assert not [f for f in data["findings"] if f["batch_dependent"]]
 
+    failing = deploy("consistency", train)
+    assert failing.returncode == 3
+    assert "first divergence at bn/FusedBatchNormV3 (FusedBatchNormV3, is_training=true)" in failing.stdout
+    passing = deploy("consistency", out)
+    assert passing.returncode == 0 and passing.stdout.startswith("batch consistency: PASS")
+
     images = np.random.RandomState(1).uniform(0, 255, (5, 8, 8, 3)).astype("float32")
     np.testing.assert_allclose(_outputs(out, images), _outputs(ref, images), atol=1e-6)
 
