@@ -45,7 +45,6 @@ import re
 from pathlib import Path
 from typing import Dict, Iterable, Literal, Optional, Tuple, Union
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -59,6 +58,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.datafile import read_yaml, validation_message
 from pipeline.errors import DeployError
 from pipeline.targets import _display, targets_dir
 
@@ -421,17 +421,7 @@ def _load_file(path_str, mtime_ns, size):
     """Parse and validate one table file; cached per (path, mtime, size)."""
     path = Path(path_str)
     shown = _display(path)
-    try:
-        with open(path, "rb") as handle:
-            data = _parse_yaml(handle)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise DeployError(f"{shown}:{where}: invalid YAML: {exc.problem}; fix the file") from None
-    except yaml.YAMLError as exc:
-        raise DeployError(f"{shown}: invalid YAML: {' '.join(str(exc).split())}; fix the file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DeployError(f"{shown}: cannot read op table: {exc}") from None
+    data = read_yaml(path, "op table", shown)
     if not isinstance(data, dict):
         raise DeployError(f"{shown}: an op table must be a YAML mapping of keys (name, route, ops, ...), got {type(data).__name__}")
     if "route" not in data:  # another data file in the directory (list_op_tables skips these too)
@@ -439,7 +429,7 @@ def _load_file(path_str, mtime_ns, size):
     try:
         table = OpTable.model_validate(data)
     except ValidationError as exc:
-        raise DeployError(f"{shown}: {_format_validation_error(exc)}") from None
+        raise DeployError(f"{shown}: {validation_message(exc, lambda loc, is_key: _model_at(loc).model_fields)}") from None
     if table.name != path.stem:
         raise DeployError(f"{shown}: key 'name' is '{table.name}' but the file is {path.name}; make them match")
     table._path = path
@@ -458,75 +448,3 @@ def _model_at(loc):
     for part in parts:
         model = _NESTED.get(part, model)
     return model
-
-
-def _format_validation_error(exc):
-    """All of pydantic's errors on one line, each as: key 'a.b': what is wrong."""
-    problems = []
-    for err in exc.errors():
-        loc = [p for p in err["loc"] if p != "[key]"]
-        text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-        kind, msg = err["type"], err["msg"]
-        if kind == "extra_forbidden":
-            msg = f"unknown key; allowed keys: {', '.join(_model_at(loc).model_fields)}"
-        elif kind == "missing":
-            msg = "required key is missing"
-        elif kind == "value_error":
-            msg = msg.removeprefix("Value error, ")
-        elif kind == "tuple_type":  # tuples hold YAML lists
-            msg = f"Input should be a list (got {err['input']!r})"
-        else:
-            msg = f"{msg} (got {err['input']!r})"
-        problems.append(f"key '{text}': {msg}" if text else msg)
-    return "; ".join(problems)
-
-
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it: much faster parsing
-_STR_TAG = "tag:yaml.org,2002:str"
-
-
-class _Loader(_BaseLoader):
-    """(C)SafeLoader whose documents are built by _build: a key written twice in one mapping is an
-    error (PyYAML keeps the last silently)."""
-
-
-def _parse_yaml(stream):
-    """The YAML document in ``stream`` as plain Python data (safe tags only); duplicate keys rejected.
-
-    libyaml composes the node tree; _build turns it into data, taking strings straight from the
-    nodes (most scalars in a table) and leaving other scalars to the safe constructor. About twice
-    as fast as yaml.load with CSafeLoader on these files.
-    """
-    loader = _Loader(stream)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        try:
-            return _build(loader, node)
-        except RecursionError:
-            raise yaml.constructor.ConstructorError(None, None, "recursive anchor", node.start_mark) from None
-    finally:
-        loader.dispose()
-
-
-def _build(loader, node):
-    kind = node.__class__
-    if kind is yaml.ScalarNode:
-        return node.value if node.tag == _STR_TAG else loader.construct_object(node)
-    if kind is yaml.SequenceNode:
-        return [_build(loader, child) for child in node.value]
-    if kind is not yaml.MappingNode or node.tag != yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG:
-        return loader.construct_object(node, deep=True)  # e.g. !!set, !!omap: the safe constructor decides
-    loader.flatten_mapping(node)  # YAML merge keys (<<)
-    mapping = {}
-    for key_node, value_node in node.value:
-        key = _build(loader, key_node)
-        try:
-            duplicate = key in mapping
-        except TypeError:
-            raise yaml.constructor.ConstructorError(None, None, f"unhashable key {key!r}", key_node.start_mark) from None
-        if duplicate:
-            raise yaml.constructor.ConstructorError(None, None, f"key '{key}' appears twice", key_node.start_mark)
-        mapping[key] = _build(loader, value_node)
-    return mapping

@@ -18,9 +18,9 @@ import re
 from pathlib import Path
 from typing import Dict, Literal, Optional, Tuple
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from pipeline.datafile import read_yaml, validation_message
 from pipeline.errors import DeployError
 
 # The repo's targets/ directory; DEPLOY_TARGETS_DIR overrides it at call time.
@@ -322,50 +322,23 @@ def _load_file(path_str, mtime_ns, size):
     """Parse and validate one target file; cached per (path, mtime, size)."""
     path = Path(path_str)
     shown = _display(path)
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise DeployError(f"{shown}:{where}: invalid YAML: {exc.problem}; fix the file") from None
-    except yaml.YAMLError as exc:
-        raise DeployError(f"{shown}: invalid YAML: {exc}; fix the file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DeployError(f"{shown}: cannot read target file: {exc}") from None
+    data = read_yaml(path, "target file", shown)
     if not isinstance(data, dict):
         raise DeployError(f"{shown}: a target file must be a YAML mapping of keys (name, tensorrt, ...), got {type(data).__name__}")
     try:
         target = Target.model_validate(data)
     except ValidationError as exc:
-        raise DeployError(f"{shown}: {_format_validation_error(exc)}") from None
+        raise DeployError(f"{shown}: {validation_message(exc, _allowed_keys)}") from None
     if target.name != path.stem:
         raise DeployError(f"{shown}: key 'name' is '{target.name}' but the file is {path.name}; make them match")
     target._path = path
     return target
 
 
-def _format_validation_error(exc):
-    """All of pydantic's errors on one line, each as: key 'a.b': what is wrong."""
-    problems = []
-    for err in exc.errors():
-        is_key = "[key]" in err["loc"]  # a dict key itself is wrong (op_tables: {foo: ...})
-        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"] if p != "[key]").lstrip(".")
-        kind, msg = err["type"], err["msg"]
-        if is_key and kind == "literal_error":
-            msg = f"unknown key; allowed keys: {', '.join(OP_TABLE_KEYS)}"
-        elif kind == "extra_forbidden":
-            allowed = OnnxSupport.model_fields if loc.startswith("onnx.") else Target.model_fields
-            msg = f"unknown key; allowed keys: {', '.join(allowed)}"
-        elif kind == "missing":
-            msg = "required key is missing"
-        elif kind == "value_error":
-            msg = msg.removeprefix("Value error, ")
-        elif kind == "tuple_type":  # tuples hold YAML lists
-            msg = f"Input should be a list (got {err['input']!r})"
-        else:
-            msg = f"{msg} (got {err['input']!r})"
-        problems.append(f"key '{loc}': {msg}" if loc else msg)
-    return "; ".join(problems)
+def _allowed_keys(loc, is_key):
+    if is_key:  # a dict key itself is wrong (op_tables: {foo: ...})
+        return OP_TABLE_KEYS
+    return OnnxSupport.model_fields if loc[:1] == ["onnx"] else Target.model_fields
 
 
 def _display(path):
@@ -377,23 +350,6 @@ def _display(path):
         return str(path)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key written twice in one mapping (PyYAML keeps the last silently)."""
-
-
-def _construct_mapping(loader, node, deep=False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key '{key}' appears twice", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 # -- human-readable output (for `deploy targets`) --------------------------------------------------

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-from pipeline.errors import DeployError
 
 FUSED_BATCH_NORM = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 RANDOM = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform")
@@ -61,14 +60,9 @@ def _ops_dir():
 
 
 def _load_yaml(path):
-    import yaml
+    from pipeline.datafile import read_yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        with open(str(path)) as f:
-            return yaml.load(f, Loader=loader)
-    except OSError as e:
-        raise DeployError("{}: cannot read ({}); reinstall deploy or set DEPLOY_TARGETS_DIR".format(path, e.strerror))
+    return read_yaml(path, "deploy's op data (reinstall deploy, or check DEPLOY_TARGETS_DIR)")
 
 
 @functools.lru_cache(maxsize=None)

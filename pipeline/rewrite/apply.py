@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pipeline.errors import DeployError, StageFailed
 from pipeline.rewrite import CANONICAL_ORDER, passes
-from pipeline.rewrite.tfgraph import TFGraph
 
 
 def graph_io(graph, path, outputs=None):
