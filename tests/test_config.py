@@ -177,7 +177,7 @@ def test_shipped_configs_validate(name):
     target = config.load_target()
     assert target.name == name
     assert config.run.name == name
-    assert config.selected_stages() == ["train", "export", "freeze", "check", "convert", "engine", "benchmark"]
+    assert config.selected_stages() == ["train", "export", "freeze", "check", "rewrite", "convert", "engine", "benchmark"]
     assert config.model.zoo == "mobilenet_v2" and config.model.alpha == 0.35
 
 

@@ -48,7 +48,7 @@ def test_tx2_config_end_to_end_then_cached(tiny):
     summary = events(res.stdout)[-1]
     assert summary["event"] == "summary" and summary["exit_code"] == 0
     status = {s["name"]: s["status"] for s in summary["stages"]}
-    assert status == {"train": "ran", "export": "ran", "freeze": "ran", "check": "ran", "convert": "ran",
+    assert status == {"train": "ran", "export": "ran", "freeze": "ran", "check": "ran", "rewrite": "ran", "convert": "ran",
                       "engine": "pending", "benchmark": "ran"}
     engine = [s for s in summary["stages"] if s["name"] == "engine"][0]
     assert "TensorRT 8.2.1 is not on this machine" in engine["message"]
@@ -60,7 +60,7 @@ def test_tx2_config_end_to_end_then_cached(tiny):
         assert (run / path).exists(), path
     check = json.loads((run / "check" / "check.json").read_text())
     assert check["deployable"] is True and check["recommended"]["route"] == "onnx"
-    for stage in ("train", "export", "freeze", "check", "convert", "benchmark"):
+    for stage in ("train", "export", "freeze", "check", "rewrite", "convert", "benchmark"):
         manifest = json.loads((run / stage / "manifest.json").read_text())
         assert manifest["status"] == "ok"
         assert {"tensorflow", "tf2onnx", "onnx", "onnxruntime", "python"} <= set(manifest["tools"]) or \
@@ -70,6 +70,10 @@ def test_tx2_config_end_to_end_then_cached(tiny):
     assert history["classes"] == ["circle", "cross", "square", "triangle"]
     assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(history["epochs"][0])
 
+    receipt = json.loads((run / "rewrite" / "rewrite.json").read_text())
+    assert [p["pass"] for p in receipt["passes"]] == ["fold_constants", "fold_batchnorm", "fold_pad"]
+    assert receipt["nodes"]["after"] < receipt["nodes"]["before"]
+    assert all(p["comparison"]["passed"] for p in receipt["passes"] if "comparison" in p)
     io = json.loads((run / "freeze" / "io.json").read_text())
     assert io["inputs"][0]["tensor"] == "input:0" and io["inputs"][0]["shape"] == [None, 32, 32, 3]
     assert io["outputs"][0]["tensor"] == "probabilities:0"
@@ -97,7 +101,7 @@ def test_tx2_config_end_to_end_then_cached(tiny):
     again = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny), "--json")
     assert again.returncode == 0, again.stderr
     status = {s["name"]: s["status"] for s in events(again.stdout)[-1]["stages"]}
-    assert status == {"train": "cached", "export": "cached", "freeze": "cached", "check": "cached", "convert": "cached",
+    assert status == {"train": "cached", "export": "cached", "freeze": "cached", "check": "cached", "rewrite": "cached", "convert": "cached",
                       "engine": "pending", "benchmark": "cached"}
     assert "tensorflow" not in again.stderr.lower()
 

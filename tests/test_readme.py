@@ -36,7 +36,7 @@ def test_main_job_runs_as_documented(tmp_path):
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout.splitlines()[-1])
     assert {s["name"]: s["status"] for s in summary["stages"]} == {
-        "train": "ran", "export": "ran", "freeze": "ran", "check": "ran", "convert": "ran", "engine": "pending",
+        "train": "ran", "export": "ran", "freeze": "ran", "check": "ran", "rewrite": "ran", "convert": "ran", "engine": "pending",
         "benchmark": "ran"}
     assert (tmp_path / "data" / "shapes" / "train" / "circle").is_dir()
     assert (tmp_path / "runs" / "jetson_tx2" / "benchmark" / "benchmark.json").exists()

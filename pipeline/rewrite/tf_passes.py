@@ -342,3 +342,27 @@ def _to_bias_add(node, value, bias):
         del node.attr[key]
     node.attr["T"].type = DataType["DT_FLOAT"]
     node.attr["data_format"].s = b"NHWC"
+
+
+@rewrite_pass("fold_pad")
+def fold_pad(graph, options):
+    """A zero Pad of the spatial dims before a VALID Conv2D / DepthwiseConv2dNative becomes the
+    convolution's explicit padding (one op fewer per strided block in MobileNets)."""
+    sites = []
+    for pad in list(graph.graph_def.node):
+        if pad.op != "Pad" or len(graph.consumers(pad.name)) != 1:
+            continue
+        conv = graph.consumers(pad.name)[0]
+        paddings = graph.const_value(graph.producer(pad.input[1]))
+        if conv.op not in ("Conv2D", "DepthwiseConv2dNative") or split_tensor(conv.input[0])[0] != pad.name \
+                or graph.attr(conv, "padding") != "VALID" or graph.attr(conv, "data_format", "NHWC") != "NHWC" \
+                or paddings is None or paddings.shape != (4, 2) or paddings[0].any() or paddings[3].any():
+            continue
+        conv.input[0] = pad.input[0]
+        conv.attr["padding"].s = b"EXPLICIT"
+        explicit = conv.attr["explicit_paddings"].list
+        del explicit.i[:]
+        explicit.i.extend(int(v) for v in paddings.reshape(-1))
+        sites.append(pad.name)
+    graph.changed()
+    return sites

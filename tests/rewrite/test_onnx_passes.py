@@ -175,10 +175,12 @@ def test_retype_uint8_input_passed_straight_to_an_output_is_an_error():
 
 
 def conv_model(opset):
-    """Ops that exist at 13 but are newer at 17: Relu/Add/Reshape 14, BatchNormalization 15, Identity 16."""
+    """Ops that exist at 13 but are newer at 17: Relu/Add/Reshape 14, BatchNormalization 15, Identity 16;
+    at 18 also Pad (no downgrade adapter) and ReduceMean with axes as an input (an adapter) in one step."""
     c = 4
     nodes = [
-        h.make_node("Conv", ["x", "w"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+        h.make_node("Pad", ["x", "pads"], ["padded"], name="pad"),
+        h.make_node("Conv", ["padded", "w"], ["conv"], name="conv"),
         h.make_node("BatchNormalization", ["conv", "gamma", "beta", "mean", "var"], ["bn"], name="bn"),
         h.make_node("Relu", ["bn"], ["relu"], name="relu"),
         h.make_node("Add", ["relu", "conv"], ["sum"], name="add"),
@@ -190,9 +192,10 @@ def conv_model(opset):
     inits = {"w": rng.standard_normal((c, 3, 3, 3)).astype(np.float32),
              "gamma": rng.random(c).astype(np.float32) + 0.5, "beta": rng.standard_normal(c).astype(np.float32),
              "mean": rng.standard_normal(c).astype(np.float32), "var": rng.random(c).astype(np.float32) + 0.5,
-             "shape": np.array([-1, c], np.int64)}
-    if opset >= 18:  # ReduceMean takes its axes as an input from 18: needs the converter's real adapter
-        nodes[5] = h.make_node("ReduceMean", ["ident", "axes"], ["pool"], name="pool", keepdims=0)
+             "shape": np.array([-1, c], np.int64), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
+    if opset >= 18:  # axes as an input from 18; noop_with_empty_axes=1 as tf2onnx writes it (idle: axes given)
+        nodes[6] = h.make_node("ReduceMean", ["ident", "axes"], ["pool"], name="pool", keepdims=0,
+                               noop_with_empty_axes=1)
         inits["axes"] = np.array([2, 3], np.int64)
     return make_model(nodes, [("x", T.FLOAT, ["N", 3, 8, 8])], [("y", T.FLOAT, ["N", c])], inits, opset=opset)
 
@@ -204,7 +207,9 @@ def test_lower_opset_to_13_keeps_outputs(source):
     assert [(o.domain, o.version) for o in out.opset_import] == [("", 13)]
     assert out.ir_version == 7
     assert {"relu", "add", "bn", "ident", "reshape"} <= set(sites)
+    assert ({"pad", "pool"} <= set(sites)) == (source >= 18)
     assert "conv" not in sites and "softmax" not in sites
+    assert "noop_with_empty_axes" not in str(out.graph)
     assert_equivalent(model, out, {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)})
 
 
@@ -313,6 +318,12 @@ def test_replace_nms_with_plugin_run_time_threshold_is_an_error():
 def test_replace_nms_with_plugin_zero_boxes_is_an_error():
     with pytest.raises(DeployError, match="max_output_boxes"):
         replace_nms_with_plugin(nms_model(max_boxes=0), {})
+
+
+@pytest.mark.parametrize("options", [{"box_coding": 2}, {"score_threshold": "high"}])
+def test_replace_nms_with_plugin_bad_option_is_an_error(options):
+    with pytest.raises(DeployError, match="NonMaxSuppression nms"):
+        replace_nms_with_plugin(nms_model(), options)
 
 
 def test_replace_nms_with_plugin_near_miss_no_nms():

@@ -240,3 +240,24 @@ def test_fold_batchnorm_near_miss_conv_output_used_twice(tmp_path):
 
     _, receipt = run_passes(freeze(graph, tmp_path / "twice.pb"), ["fold_batchnorm"])
     assert receipt[0]["sites"] == []
+
+
+def test_fold_pad_into_a_valid_convolution(tmp_path):
+    def graph(t, x):
+        padded = t.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], name="pad")
+        w = t.constant(np.random.RandomState(5).randn(3, 3, 3, 4).astype("float32"), name="k")
+        return t.nn.conv2d(padded, w, 2, "VALID", name="strided")
+
+    folded, receipt = run_passes(freeze(graph, tmp_path / "pad.pb"), ["fold_pad"])
+    assert receipt[0]["sites"] == ["pad"] and receipt[0]["ops"]["Pad"] == -1
+    assert receipt[0]["comparison"]["max_abs_diff"] < 1e-5
+    assert folded.attr(folded.node("strided"), "padding") == "EXPLICIT"
+
+
+def test_fold_pad_near_miss_same_padding_conv(tmp_path):
+    def graph(t, x):  # a SAME convolution after a Pad: the paddings would add up, leave it
+        padded = t.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]])
+        return t.nn.conv2d(padded, t.constant(np.ones((3, 3, 3, 4), "float32")), 1, "SAME")
+
+    _, receipt = run_passes(freeze(graph, tmp_path / "same.pb"), ["fold_pad"])
+    assert receipt[0]["sites"] == []
