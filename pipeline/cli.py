@@ -76,12 +76,31 @@ def cmd_rewrite(args):
             node, _, dims = item.partition("=")
             options["cut"]["inputs"][node] = _dims(dims, "--cut") if dims else None
     progress = Progress("quiet" if args.quiet else "human")
+    if str(args.model).endswith(".onnx"):
+        return _rewrite_onnx(args, target, progress)
     graph, io, summary, report = rewrite_model(
         args.model, target, args.passes or (), args.auto, options, args.reference, args.dataset, args.samples,
         args.tolerance, progress, args.outputs.split(",") if args.outputs else None)
     write_outputs(graph, io, summary, args.output)
     progress.log("wrote {} ({} -> {} nodes); receipt {}".format(
         args.output, summary["nodes"]["before"], summary["nodes"]["after"], args.output[:-3] + ".rewrite.json"))
+    print("after rewrite: {} — {}".format("YES" if report.deployable else "NO", recommendation(report)))
+    return exit_code(report)
+
+
+def _rewrite_onnx(args, target, progress):
+    import json
+
+    from pipeline.check.report import recommendation
+    from pipeline.files import write_bytes, write_text
+    from pipeline.rewrite.command import exit_code, rewrite_onnx
+
+    if not str(args.output).endswith(".onnx"):
+        raise DeployError("-o {}: an ONNX model is rewritten to an .onnx file".format(args.output))
+    model, summary, report = rewrite_onnx(args.model, target, args.passes or (), args.auto, {}, args.samples,
+                                          args.tolerance, progress)
+    write_bytes(args.output, model.SerializeToString())
+    write_text(args.output[:-5] + ".rewrite.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     print("after rewrite: {} — {}".format("YES" if report.deployable else "NO", recommendation(report)))
     return exit_code(report)
 
@@ -195,13 +214,15 @@ def build_parser():
     p.add_argument("--signature", default="serving_default", help="SavedModel signature to check (default serving_default)")
 
     p = add("rewrite", cmd_rewrite)
-    p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt)")
+    p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt) or an .onnx model")
     p.add_argument("--target", "-t", required=True, help="the target the graph must convert for")
     p.add_argument("--output", "-o", required=True, help="where to write the rewritten graph (*.pb); "
                    "*.io.json and *.rewrite.json (the receipt) go beside it")
     p.add_argument("--pass", dest="passes", action="append", metavar="NAME",
-                   help="a pass to apply, in order (repeatable): strip_dropout, bn_inference, remove_identity, "
-                        "prune, uff_compat, set_input_shape, cut")
+                   help="a pass to apply, in order (repeatable). TensorFlow: strip_dropout, bn_inference, "
+                        "remove_identity, prune, fold_constants, fold_batchnorm, fold_pad, uff_compat, set_input_shape, "
+                        "cut. ONNX: onnx_fold_constants, onnx_remove_identity, retype_uint8_input, lower_opset, "
+                        "replace_nms_with_plugin")
     p.add_argument("--auto", action="store_true", help="apply every pass deploy check names as a fix, check again, repeat")
     p.add_argument("--checkpoint", help="training checkpoint holding batch norm moving statistics (bn_inference)")
     p.add_argument("--reference", help="an inference-mode frozen graph to compare behaviour-changing passes against")

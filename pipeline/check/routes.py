@@ -155,8 +155,8 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
         result.findings.append(Finding(
             "blocker", "onnx", "opset", None, [],
             "the model is at ONNX opset {}; TensorRT {} parses up to opset {}".format(opset, target.tensorrt, target.max_opset),
-            "convert again at opset {} (deploy's convert stage picks it for the target; tf2onnx --opset {})".format(
-                target.max_opset, target.max_opset)))
+            "convert again at opset {} (deploy's convert stage picks it for the target; tf2onnx --opset {}), "
+            "or lower it (rewrite lower_opset)".format(target.max_opset, target.max_opset), "lower_opset"))
     unknown = OrderedDict()
     supported = _per_op(table.is_supported)
     for node in graph.nodes.values():
@@ -242,7 +242,7 @@ def _dtype_findings(route, graph, table, target):
         else:
             findings.append(Finding("blocker", route, "dtype", None, [tensor],
                                     "input {} is {}; TensorRT {} has no {} tensors".format(tensor, name, target.tensorrt, name),
-                                    "feed float32 instead (rewrite retype_input) and convert on the host side", "retype_input"))
+                                    "feed float32 instead (rewrite retype_uint8_input) and convert on the host side", "retype_uint8_input"))
     return findings
 
 

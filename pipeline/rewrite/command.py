@@ -83,3 +83,86 @@ def write_outputs(graph, io, summary, out):
 
 def exit_code(report):
     return 0 if report.deployable else EXIT_NOT_DEPLOYABLE
+
+
+# ------------------------------------------------------------------------------ ONNX models
+
+
+def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, samples=4, tolerance=1e-4, progress=None):
+    """ONNX passes (pipeline.rewrite.onnx_passes) in order, each compared with ONNX Runtime unless it
+    changes behaviour by design. Returns (ModelProto, receipt dict, CheckReport after)."""
+    import onnx
+
+    from pipeline.check import check_graph
+    from pipeline.graph.readers import read_model
+    from pipeline.rewrite.onnx_passes import CHANGES_BEHAVIOUR, ONNX_PASSES
+
+    options = dict(options or {})
+    options.setdefault("lower_opset", {}).setdefault("opset", target.max_opset)
+    before = check_graph(read_model(model_path), target)
+    names = list(pass_names)
+    if auto:
+        findings = before.findings + [f for r in before.routes for f in r.findings + r.accepted_but_wrong]
+        names += [n for n in ONNX_PASSES if n not in names and any(f.rewrite == n for f in findings)]
+    for name in names:
+        if name not in ONNX_PASSES:
+            raise DeployError("unknown ONNX rewrite pass {!r} (ONNX passes: {})".format(name, ", ".join(ONNX_PASSES)))
+    model = onnx.load(str(model_path))
+    feed = _onnx_feed(model, samples)
+    receipt = []
+    for name in names:
+        old = model
+        model, sites = ONNX_PASSES[name](model, dict(options.get(name) or {}))
+        entry = {"pass": name, "sites": list(sites), "changes_behaviour": name in CHANGES_BEHAVIOUR}
+        if sites and name not in CHANGES_BEHAVIOUR:
+            diff = _onnx_diff(old, model, feed)
+            entry["comparison"] = {"against": "the model before the pass", "max_abs_diff": diff,
+                                   "tolerance": tolerance, "passed": diff <= tolerance}
+            if diff > tolerance:
+                from pipeline.errors import StageFailed
+
+                raise StageFailed("rewrite pass {} changed the outputs: max abs diff {:.3g} (> tolerance {:g})".format(
+                    name, diff, tolerance))
+        receipt.append(entry)
+        if progress is not None:
+            progress.log("  {:<24} {} site(s){}".format(name, len(sites), "; max diff {:.2g}".format(
+                entry["comparison"]["max_abs_diff"]) if "comparison" in entry else ""))
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".onnx") as tmp:
+        onnx.save(model, tmp.name)
+        after = check_graph(read_model(tmp.name), target)
+    summary = {"model": str(model_path), "target": target.name, "passes": receipt,
+               "nodes": {"before": len(onnx.load(str(model_path)).graph.node), "after": len(model.graph.node)},
+               "check_before": _verdict(before), "check_after": _verdict(after)}
+    return model, summary, after
+
+
+def _onnx_feed(model, count):
+    import numpy as np
+
+    from pipeline.graph.onnx_reader import _onnx_dtype_name
+
+    init = {i.name for i in model.graph.initializer}
+    feed, rng = {}, np.random.RandomState(0)
+    for value in model.graph.input:
+        if value.name in init:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else (count if i == 0 else 1)
+                for i, d in enumerate(value.type.tensor_type.shape.dim)]
+        dtype = _onnx_dtype_name(value.type.tensor_type.elem_type)
+        feed[value.name] = rng.uniform(0, 255, dims).astype(dtype if dtype != "uint8" else "uint8")
+    return feed
+
+
+def _onnx_diff(old, new, feed):
+    import numpy as np
+    import onnxruntime
+
+    def run(model):
+        sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        names = {i.name for i in sess.get_inputs()}
+        return sess.run(None, {k: v for k, v in feed.items() if k in names})
+
+    return max((float(np.max(np.abs(np.asarray(a, "float64") - np.asarray(b, "float64")))) if np.size(a) else 0.0)
+               for a, b in zip(run(old), run(new)))

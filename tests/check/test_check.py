@@ -153,7 +153,7 @@ def test_onnx_uint8_input(models):
     report = check_model(fixtures.onnx_model(models / "u8.onnx", input_type=TensorProto.UINT8), tx2())
     assert blockers(report, "onnx") == {"dtype": ["x"]}
     finding = route(report, "onnx").findings[0]
-    assert finding.cause == "input x is UINT8; TensorRT 8.2.1 has no UINT8 tensors" and finding.rewrite == "retype_input"
+    assert finding.cause == "input x is UINT8; TensorRT 8.2.1 has no UINT8 tensors" and finding.rewrite == "retype_uint8_input"
 
 
 def test_onnx_int64_input_is_a_warning(models):
@@ -253,3 +253,15 @@ def test_saved_model_only_the_signature_is_checked(models):
     assert variables and variables[0].severity == "info"
     trained = check_model(path, tx2(), signature="train")
     assert [f.op for f in trained.findings if f.batch_dependent] == ["RandomUniform"]
+
+
+def test_rewrite_auto_fixes_onnx_opset_and_uint8_input(models):
+    for name, kw, passes in (("r15", dict(opset=15), ["lower_opset"]),
+                             ("ru8", dict(input_type=TensorProto.UINT8), ["retype_uint8_input"])):
+        source = fixtures.onnx_model(models / (name + ".onnx"), **kw)
+        res = deploy("rewrite", source, "--target", "jetson_tx2", "-o", models / (name + "_fixed.onnx"), "--auto")
+        assert res.returncode == 0, res.stderr
+        assert "after rewrite: YES — onnx at opset 13: 0 blockers" in res.stdout
+        receipt = json.loads((models / (name + "_fixed.rewrite.json")).read_text())
+        assert [p["pass"] for p in receipt["passes"]] == passes and receipt["check_before"]["deployable"] is False
+        assert deploy("check", models / (name + "_fixed.onnx"), "--target", "jetson_tx2").returncode == 0
