@@ -413,32 +413,17 @@ def format_report(report):
 
 def _images(shape, samples, dataset, seed):
     """``samples`` images for an [N, H, W, C] (or [N, C, H, W]) input, from ``dataset`` or seeded random pixels."""
-    import numpy as np
-
     if shape is None or len(shape) != 4:
         raise DeployError("input has shape {}; consistency needs an image input [N, H, W, C]".format(_shape(shape)))
     nchw = shape[3] not in (1, 3, 4) and shape[1] in (1, 3, 4)
     h, w, c = (shape[2], shape[3], shape[1]) if nchw else shape[1:]
     if h is None or w is None:
         raise DeployError("input has a dynamic height/width (shape {}); give the model a fixed image size".format(_shape(shape)))
-    if dataset is None:
-        pixels = np.random.RandomState(seed).uniform(0, 255, (samples, h, w, c or 3)).astype("float32")
-        source = "random pixels, seed {}: no --dataset given".format(seed)
-    else:
-        from pipeline.data.folder import IMAGE_EXTENSIONS, index_image_folder, load_images
+    from pipeline.data.samples import sample_images
 
-        try:
-            index = index_image_folder(dataset, verify=False)
-            paths = [p for p, _ in index.val + index.train]
-        except DeployError:  # not one subfolder per class: any images under the folder
-            paths = sorted(str(p) for p in Path(dataset).rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS
-                           and not any(part.startswith(".") for part in p.parts))
-            if not paths:
-                raise
-        if c not in (None, 3):
-            raise DeployError("input has {} channels; images from --dataset are RGB (3)".format(c))
-        pixels = load_images(paths[:samples], (h, w))
-        source = "dataset {}: {} images".format(dataset, len(pixels))
+    pixels, source = sample_images(dataset, samples, (h, w), seed, channels=c or 3)
+    if dataset is None:
+        source += ": no --dataset given"
     return (pixels.transpose(0, 3, 1, 2) if nchw else pixels), source
 
 

@@ -8,21 +8,14 @@ from pipeline.files import write_bytes, write_text
 
 def sample_inputs(graph, io, dataset=None, count=4, seed=0):
     """Real images from an image folder when given, else seeded random pixels, at the input's size."""
-    import numpy as np
-
     node = graph.node(io["inputs"][0]["name"])
     shape = graph.attr(node, "shape")
     if not shape or len(shape) != 4 or any(d is None or d < 0 for d in shape[1:]):
         raise DeployError("input {} has shape {}; the numeric checks need a fixed-size NHWC input "
                           "(apply set_input_shape first)".format(node.name, shape))
-    if dataset:
-        from pipeline.data.folder import index_image_folder, load_images
+    from pipeline.data.samples import sample_images
 
-        index = index_image_folder(dataset, verify=False)
-        paths = [p for p, _ in index.val + index.train][:count]
-        return load_images(paths, (shape[1], shape[2])), "dataset {} ({} images)".format(dataset, len(paths))
-    rng = np.random.RandomState(seed)
-    return rng.uniform(0, 255, size=(count, shape[1], shape[2], shape[3])).astype("float32"), "random (seed {})".format(seed)
+    return sample_images(dataset, count, (shape[1], shape[2]), seed)
 
 
 def rewrite_model(model, target, pass_names=(), auto=False, options=None, reference=None, dataset=None,

@@ -18,21 +18,9 @@ def dataset_index(config, verify=True):
 
 
 def sample_images(config, count, image_size):
-    """Up to ``count`` real images (float32 NHWC, 0..255) from the dataset, val split first.
-
-    Returns (images, source) where source says where they came from; random pixels (fixed seed)
-    when the config has no image-folder dataset.
-    """
-    import numpy as np
+    """Up to ``count`` real images (float32 NHWC, 0..255) from the config's image-folder dataset,
+    val split first; seeded random pixels when it has none. Returns (images, source)."""
+    from pipeline.data.samples import sample_images as samples
 
     ds = config.dataset
-    if ds is not None and ds.format == "folder":
-        from pipeline.data.folder import load_images
-
-        index = dataset_index(config, verify=False)
-        paths = [p for p, _ in (index.val + index.train)][:count]
-        if paths:
-            return load_images(paths, image_size), "dataset ({} images)".format(len(paths))
-    rng = np.random.RandomState(0)
-    h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
-    return rng.uniform(0, 255, size=(count, h, w, 3)).astype("float32"), "random (seed 0)"
+    return samples(ds.path if ds is not None and ds.format == "folder" else None, count, image_size)
