@@ -248,4 +248,4 @@ def test_command_with_dataset_folder(tmp_path):
     flat.mkdir()
     Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(flat / "one.png")
     text, code = consistency_command(bn_graph(tmp_path / "infer.pb", is_training=False), "2", 4, dataset=flat)
-    assert code == 0 and "(1 images)" in text
+    assert code == 0 and "(1 image)" in text

@@ -28,4 +28,4 @@ def sample_images(dataset, count, size, seed=0, channels=3):
         if not paths:
             raise
     images = load_images(paths[:count], (h, w))
-    return images, "dataset {} ({} images)".format(dataset, len(images))
+    return images, "dataset {} ({} image{})".format(dataset, len(images), "" if len(images) == 1 else "s")
