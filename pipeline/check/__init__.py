@@ -145,7 +145,6 @@ def _graph_findings(graph, matches, results, custom):
                 "blocker", "all", "custom_op", op, names,
                 "custom op {}: TensorFlow {} has no such op, so the graph cannot be loaded without its op library".format(op, tf_version),
                 "load its library (tf.load_op_library) and replace it with standard ops or a TensorRT plugin, or cut it out"))
-    checked = {r.route for r in results if r.applicable}
     explained = {n for r in results for f in r.findings + r.accepted_but_wrong for n in f.nodes if f.severity != "info"}
     for match in matches:
         if match.batch_dependent or match.stochastic:
@@ -153,7 +152,7 @@ def _graph_findings(graph, matches, results, custom):
                                     _ops(graph, match.nodes), match.nodes, match.cause, match.fix, match.rewrite,
                                     match.batch_dependent))
             continue
-        if all(n in explained for n in match.nodes) or (match.routes and not set(match.routes) & checked):
+        if match.explains_only or all(n in explained for n in match.nodes):
             continue
         severity = match.severity if match.family in ("variables", "debug") else "info"
         findings.append(Finding(severity, "all", "pattern", _ops(graph, match.nodes), match.nodes, match.cause, match.fix,

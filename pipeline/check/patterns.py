@@ -31,6 +31,7 @@ class Match:
     family: Optional[str] = None
     boundary: List[str] = field(default_factory=list)
     routes: tuple = ()  # routes the match explains; () = every route
+    explains_only: bool = False
 
 
 # ------------------------------------------------------------------------------ op families
@@ -49,6 +50,7 @@ class Family:
     batch_dependent: bool
     cut: bool
     routes: tuple = ()  # routes the family explains findings of; () = every route
+    explains_only: bool = False  # never a finding by itself
 
     def has(self, op):
         return op in self.ops or op.startswith(self.prefixes) or op.endswith(self.suffixes)
@@ -74,7 +76,7 @@ def families():
             name=name, ops=frozenset(f.get("ops", ())), prefixes=tuple(f.get("prefixes", ())),
             suffixes=tuple(f.get("suffixes", ())), cause=f["cause"], fix=f["fix"], rewrite=f.get("rewrite"),
             severity=f.get("severity", "warning"), batch_dependent=bool(f.get("batch_dependent")), cut=bool(f.get("cut")),
-            routes=tuple(f.get("routes", ())),
+            routes=tuple(f.get("routes", ())), explains_only=bool(f.get("explains_only")),
         ))
     return tuple(out)
 
@@ -254,6 +256,7 @@ def _families(graph, skip):
             stochastic=fam.name == "stochastic",
             boundary=boundary,
             routes=fam.routes,
+            explains_only=fam.explains_only,
         ))
     return matches
 

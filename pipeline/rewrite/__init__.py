@@ -15,7 +15,8 @@ from typing import Callable, Dict, Tuple
 # The order passes run in when several are chosen (--auto, or a config listing them out of order
 # is kept as listed): behaviour-changing clean-ups first, then simplifications, then substitutions.
 CANONICAL_ORDER = ("cut", "set_input_shape", "strip_dropout", "bn_inference", "remove_identity", "prune",
-                   "fold_constants", "fold_batchnorm", "fold_pad", "uff_compat")
+                   "fold_constants", "fold_batchnorm", "fold_pad", "drop_noop_cast", "substitute_activations",
+                   "uff_compat")
 
 
 @dataclass

@@ -261,3 +261,25 @@ def test_fold_pad_near_miss_same_padding_conv(tmp_path):
 
     _, receipt = run_passes(freeze(graph, tmp_path / "same.pb"), ["fold_pad"])
     assert receipt[0]["sites"] == []
+
+
+@pytest.mark.parametrize("activation", ["LeakyRelu", "Elu", "Relu6"])
+def test_substitute_activations_keeps_the_numbers(tmp_path, activation):
+    fn = {"LeakyRelu": lambda t, y: t.nn.leaky_relu(y, alpha=0.1), "Elu": lambda t, y: t.nn.elu(y),
+          "Relu6": lambda t, y: t.nn.relu6(y)}[activation]
+    path = freeze(lambda t, x: fn(t, conv(t, x) - 1.0), tmp_path / "act.pb")
+    graph, receipt = run_passes(path, ["substitute_activations"])
+    assert len(receipt[0]["sites"]) == 1 and receipt[0]["ops"][activation] == -1
+    assert receipt[0]["comparison"]["max_abs_diff"] < 1e-5
+    # near miss: an activation not asked for stays
+    _, receipt = run_passes(path, ["substitute_activations"], {"substitute_activations": {"ops": ["Selu"]}})
+    assert receipt[0]["sites"] == []
+
+
+def test_drop_noop_cast_and_its_near_miss(tmp_path):
+    path = freeze(lambda t, x: t.nn.relu(t.raw_ops.Cast(x=conv(t, x), DstT=t.float32, name="same")), tmp_path / "cast.pb")
+    _, receipt = run_passes(path, ["drop_noop_cast"])
+    assert receipt[0]["sites"] == ["same"] and receipt[0]["ops"] == {"Cast": -1}
+    real = freeze(lambda t, x: t.cast(t.cast(conv(t, x), t.int32), t.float32), tmp_path / "real.pb")
+    _, receipt = run_passes(real, ["drop_noop_cast"])
+    assert receipt[0]["sites"] == []
