@@ -14,7 +14,7 @@ def test_readme_setup_commands_are_the_ci_commands():
     blocks = re.findall(r"```sh\n(.*?)\n```", README, re.S)
     assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest" in blocks
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest" in ci
+    assert "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest" in ci
     assert any(b.endswith(".venv/bin/deploy run configs/jetson_tx2.yaml") for b in blocks)
 
 
