@@ -14,7 +14,7 @@ _ALL = "__all__"
 
 
 def cmd_run(args):
-    """Run the stages of a config: train, export, freeze, convert, engine, benchmark."""
+    """Run the stages of a config: train, export, freeze, check, rewrite, convert, engine, benchmark."""
     from pipeline.config import load_config
     from pipeline.progress import Progress
     from pipeline.runner import format_summary, run
