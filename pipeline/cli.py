@@ -122,6 +122,17 @@ def cmd_consistency(args):
     return code
 
 
+def cmd_diff(args):
+    """What changed between two graphs, matching nodes by structure (not by creation-order names)."""
+    import json
+
+    from pipeline.diff import diff_models, format_text
+
+    report = diff_models(args.a, args.b, args.signature)
+    print(json.dumps(report.to_dict(), indent=2) if args.format == "json" else format_text(report))
+    return 0 if report.structurally_identical else 1
+
+
 def cmd_validate(args):
     """Check a config (schema, target, paths) without running anything."""
     from pipeline.config import ConfigError, load_config
@@ -241,6 +252,12 @@ def build_parser():
     p.add_argument("--dataset", help="image folder to take them from (default: seeded random pixels)")
     p.add_argument("--tolerance", type=float, help="max abs difference (default 1e-5, plus 1e-4 relative)")
     p.add_argument("--format", default="text", choices=("text", "json"))
+
+    p = add("diff", cmd_diff)
+    p.add_argument("a", help="a frozen .pb/.pbtxt, SavedModel directory or .onnx")
+    p.add_argument("b", help="the model to compare it with (same kind)")
+    p.add_argument("--format", default="text", choices=("text", "json"))
+    p.add_argument("--signature", default="serving_default", help="SavedModel signature (default serving_default)")
 
     p = add("validate", cmd_validate)
     p.add_argument("config")
