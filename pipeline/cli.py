@@ -133,6 +133,17 @@ def cmd_diff(args):
     return 0 if report.structurally_identical else 1
 
 
+def cmd_unfreeze(args):
+    """Turn a frozen graph's weight constants back into variables: a SavedModel that trains in TF2."""
+    from pipeline.tf.unfreeze import unfreeze
+
+    result = unfreeze(args.model, args.output, args.trainable_scopes.split(",") if args.trainable_scopes else None)
+    print("{}: {} variables ({} ...), input {}, outputs {}".format(
+        args.output, len(result["variables"]), ", ".join(result["variables"][:3]), result["inputs"][0],
+        ", ".join(result["outputs"])))
+    return 0
+
+
 def cmd_validate(args):
     """Check a config (schema, target, paths) without running anything."""
     from pipeline.config import ConfigError, load_config
@@ -258,6 +269,11 @@ def build_parser():
     p.add_argument("b", help="the model to compare it with (same kind)")
     p.add_argument("--format", default="text", choices=("text", "json"))
     p.add_argument("--signature", default="serving_default", help="SavedModel signature (default serving_default)")
+
+    p = add("unfreeze", cmd_unfreeze)
+    p.add_argument("model", help="a frozen graph (.pb/.pbtxt); its io.json beside it names inputs and outputs")
+    p.add_argument("--output", "-o", required=True, help="the SavedModel directory to write (must not exist)")
+    p.add_argument("--trainable-scopes", metavar="SCOPE,...", help="only weights under these name scopes become variables")
 
     p = add("validate", cmd_validate)
     p.add_argument("config")
