@@ -144,6 +144,41 @@ def cmd_unfreeze(args):
     return 0
 
 
+def cmd_ckpt_inspect(args):
+    """List the variables of a checkpoint, .keras/.weights.h5/.h5 file or frozen graph."""
+    from pipeline.checkpoints import inspect
+
+    rows = inspect(args.checkpoint)
+    width = max([len(name) for name, _, _, _ in rows] + [4])
+    print("{:<{w}}  {:<20}  {:<8}  {}".format("name", "shape", "dtype", "size", w=width))
+    for name, shape, dtype, size in rows:
+        print("{:<{w}}  {:<20}  {:<8}  {}".format(name, str(tuple(shape)), str(dtype), size, w=width))
+    print("{} variables, {} values".format(len(rows), sum(r[3] for r in rows)))
+    return 0
+
+
+def cmd_ckpt_diff(args):
+    """The restore report of CHECKPOINT into a config's model, without training."""
+    from pipeline.config import load_config
+    from pipeline.restore import format_report, read_weights, restore_report
+    from pipeline.stages._data import dataset_index
+    from pipeline.tf import import_tf
+
+    config = load_config(args.config, args.set)
+    opts = config.stages.train
+    if config.model.zoo is None:
+        raise DeployError("{}: deploy ckpt diff builds the zoo model of model.zoo; this config uses model.source".format(args.config))
+    num_classes = config.model.num_classes or len(dataset_index(config, verify=False).classes)
+    import_tf()
+    from pipeline.models.zoo import build_model
+
+    model = build_model(config.model, num_classes)
+    report = restore_report(model, read_weights(args.checkpoint), opts.exclude_scopes if opts else (),
+                            (opts.name_map or None) if opts else None, strict=False, source=args.checkpoint)
+    print(format_report(report))
+    return 0
+
+
 def cmd_validate(args):
     """Check a config (schema, target, paths) without running anything."""
     from pipeline.config import ConfigError, load_config
@@ -283,6 +318,18 @@ def build_parser():
 
     p = add("targets", cmd_targets)
     p.add_argument("name", nargs="?", help="a target name, e.g. jetson_tx2")
+
+    ckpt = sub.add_parser("ckpt", help="inspect checkpoints and restore reports", description="Checkpoints.")
+    ckpt_sub = ckpt.add_subparsers(dest="ckpt_command", metavar="ACTION")
+    p = ckpt_sub.add_parser("inspect", help=_doc(cmd_ckpt_inspect), description=_doc(cmd_ckpt_inspect))
+    p.set_defaults(func=cmd_ckpt_inspect)
+    p.add_argument("checkpoint")
+    p = ckpt_sub.add_parser("diff", help=_doc(cmd_ckpt_diff), description=_doc(cmd_ckpt_diff))
+    p.set_defaults(func=cmd_ckpt_diff)
+    p.add_argument("checkpoint")
+    p.add_argument("--config", required=True, help="the config whose model (and stages.train scopes) to restore into")
+    add_set(p)
+    ckpt.set_defaults(func=lambda args: _usage(ckpt))
 
     data = sub.add_parser("data", help="make datasets", description="Make datasets.")
     data_sub = data.add_subparsers(dest="data_command", metavar="KIND")

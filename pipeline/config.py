@@ -82,7 +82,10 @@ class TrainOptions(_Section):
     optimizer: Literal["adam", "sgd", "rmsprop"] = Field("adam", description="Keras optimizer.")
     augment: bool = Field(False, description="Random left-right flips of training images.")
     seed: int = Field(0, description="Seed of weight initialisation, shuffling and augmentation.")
-    init_from: Optional[str] = Field(None, description="Checkpoint or .keras/.weights.h5 file to start from (fine-tuning).")
+    init_from: Optional[str] = Field(None, description="Weights to start from (fine-tuning): a TF2 or TF1 checkpoint, a .keras / .weights.h5 / .h5 file or a frozen .pb; variables are matched by name and shape (deploy ckpt diff shows the report).")
+    exclude_scopes: List[str] = Field(default_factory=list, description="Variables under these scopes are not restored (e.g. [probabilities] when the number of classes changes).")
+    trainable_scopes: Optional[List[str]] = Field(None, description="Train only variables under these scopes; the rest are frozen (TF-slim's train_image_classifier).")
+    name_map: Dict[str, str] = Field(default_factory=dict, description="Checkpoint name prefix -> model variable prefix, e.g. {MobilenetV2/: mobilenetv2_0.35_96/}.")
 
 
 class ExportOptions(_Section):

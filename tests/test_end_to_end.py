@@ -134,14 +134,21 @@ def test_human_output_has_stage_lines_and_summary_table(tiny):
 
 def test_init_from_restores_what_matches_and_lists_the_rest(tiny):
     source = tiny / "runs" / "jetson_tx2" / "train" / "model.keras"
-    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny, "run.name=finetune", "model.num_classes=5",
-                                                                       "stages.train.init_from={}".format(source)),
+    common = shrink(tiny, "run.name=finetune", "model.num_classes=5", "stages.train.init_from={}".format(source))
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *common, "--until", "train", "--quiet")
+    assert res.returncode == 1  # a 4-class head into a 5-class model: named, with the fix
+    assert "stages.train.init_from:" in res.stderr and "probabilities" in res.stderr and "exclude_scopes" in res.stderr
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *common, "--set", "stages.train.exclude_scopes=[probabilities]",
                  "--until", "train", "--quiet")
     assert res.returncode == 0, res.stderr
     restore = json.loads((tiny / "runs" / "finetune" / "train" / "history.json").read_text())["restore"]
-    assert restore["shape_mismatch"] == ["probabilities/kernel (1280, 4) vs (1280, 5)", "probabilities/bias (4,) vs (5,)"] or \
-        sorted(m.split()[0] for m in restore["shape_mismatch"]) == ["probabilities/bias", "probabilities/kernel"]
-    assert len(restore["restored"]) > 200 and restore["new"] == [] and restore["unused"] == []
+    assert sorted(restore["excluded"]) == ["probabilities/bias", "probabilities/kernel"]
+    assert len(restore["restored"]) == 260 and restore["new"] == [] and restore["shape_mismatch"] == []
+    report = deploy("ckpt", "diff", source, "--config", ROOT / "configs" / "jetson_tx2.yaml", *common)
+    assert report.returncode == 0, report.stderr
+    assert "shape mismatch  2  probabilities/kernel" in report.stdout or "probabilities/kernel (1280, 4) vs (1280, 5)" in report.stdout
+    listing = deploy("ckpt", "inspect", source)
+    assert listing.returncode == 0 and "probabilities/kernel" in listing.stdout
 
 
 def test_model_source_frozen_graph_skips_to_convert(tiny, tmp_path):

@@ -17,7 +17,8 @@ def train(ctx):
     """Train the zoo model on the dataset; a checkpoint per epoch, loss and accuracy per epoch."""
     opts, model_cfg = ctx.options, ctx.config.model
     if opts.init_from and not Path(opts.init_from).exists():
-        raise DeployError("stages.train.init_from: {} not found; give an existing .keras file".format(opts.init_from))
+        raise DeployError("stages.train.init_from: {} not found; give an existing checkpoint, .keras, .weights.h5 "
+                          "or frozen .pb".format(opts.init_from))
     from pipeline.stages._data import dataset_index
 
     index = dataset_index(ctx.config)
@@ -40,7 +41,15 @@ def train(ctx):
     except ValueError as e:
         raise DeployError("model: cannot build {} with input_size {} and alpha {}: {}".format(
             model_cfg.zoo, model_cfg.input_size, model_cfg.alpha, str(e).splitlines()[0]))
-    restore = restore_matching(model, opts.init_from, ctx.progress) if opts.init_from else None
+    restore = None
+    if opts.init_from:
+        from pipeline.restore import restore as restore_weights
+
+        try:
+            restore = restore_weights(model, opts.init_from, opts.exclude_scopes, opts.trainable_scopes or None,
+                                      opts.name_map or None, ctx.progress)
+        except DeployError as e:
+            raise DeployError("stages.train.init_from: " + e.message)
     optimizer = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}
     model.compile(optimizer=optimizer[opts.optimizer](learning_rate=opts.learning_rate),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -79,37 +88,6 @@ def _count(index, split):
     if hasattr(index, "train_count"):
         return index.train_count if split == "train" else index.val_count
     return len(getattr(index, split))
-
-
-def restore_matching(model, path, progress):
-    """Copy weights from the .keras model at ``path`` whose variable path and shape match.
-
-    Returns the report {restored, new, unused, shape_mismatch} (lists of variable paths).
-    The complete partial restore (TF1/TF2 checkpoints, scopes, name maps) is a later issue.
-    """
-    import keras
-
-    if not str(path).endswith(".keras"):
-        raise DeployError("stages.train.init_from: {}: only .keras files are supported for now".format(path))
-    try:
-        source = keras.models.load_model(str(path), compile=False)
-    except Exception as e:  # keras raises many types for a bad file
-        raise DeployError("stages.train.init_from: cannot load {}: {}".format(path, str(e).splitlines()[0] if str(e) else type(e).__name__))
-    have = {v.path: v for v in source.weights}
-    report = {"restored": [], "new": [], "unused": [], "shape_mismatch": []}
-    for var in model.weights:
-        src = have.pop(var.path, None)
-        if src is None:
-            report["new"].append(var.path)
-        elif tuple(src.shape) != tuple(var.shape):
-            report["shape_mismatch"].append("{} {} vs {}".format(var.path, tuple(src.shape), tuple(var.shape)))
-        else:
-            var.assign(src.numpy())
-            report["restored"].append(var.path)
-    report["unused"] = sorted(have)
-    progress.log("  init_from {}: restored {}, new {}, unused {}, shape mismatch {}".format(
-        path, len(report["restored"]), len(report["new"]), len(report["unused"]), len(report["shape_mismatch"])))
-    return report
 
 
 class _ProgressCallback:
