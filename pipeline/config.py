@@ -73,6 +73,12 @@ class DatasetSection(_Section):
     seed: int = Field(0, description="Seed of the train/val split and of the generated dataset.")
 
 
+class DistributeOptions(_Section):
+    """tf.distribute: mirrored (the devices of one machine) or multi_worker (machines listed in TF_CONFIG)."""
+
+    strategy: Literal["mirrored", "multi_worker"] = Field(description="tf.distribute strategy.")
+
+
 class TrainOptions(_Section):
     """Fit the model on the dataset; a checkpoint per epoch."""
 
@@ -85,6 +91,7 @@ class TrainOptions(_Section):
     init_from: Optional[str] = Field(None, description="Weights to start from (fine-tuning): a TF2 or TF1 checkpoint, a .keras / .weights.h5 / .h5 file or a frozen .pb; variables are matched by name and shape (deploy ckpt diff shows the report).")
     exclude_scopes: List[str] = Field(default_factory=list, description="Variables under these scopes are not restored (e.g. [probabilities] when the number of classes changes).")
     trainable_scopes: Optional[List[str]] = Field(None, description="Train only variables under these scopes; the rest are frozen (TF-slim's train_image_classifier).")
+    distribute: Optional[DistributeOptions] = Field(None, description="Train with tf.distribute; multi_worker reads the cluster from TF_CONFIG (run one deploy per worker).")
     name_map: Dict[str, str] = Field(default_factory=dict, description="Checkpoint name prefix -> model variable prefix, e.g. {MobilenetV2/: mobilenetv2_0.35_96/}.")
 
 

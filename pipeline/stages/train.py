@@ -34,38 +34,53 @@ def train(ctx):
     from pipeline.data.tfdata import make_datasets
     from pipeline.models.zoo import build_model
 
+    import contextlib
+
+    from pipeline.stages._distributed import fit_distributed, make_strategy
+
+    strategy = make_strategy(tf, opts.distribute.strategy) if opts.distribute else None  # before other TF ops
     keras.utils.set_random_seed(opts.seed)
     train_ds, val_ds = make_datasets(index, model_cfg.input_size, opts.batch_size, seed=opts.seed, augment=opts.augment)
-    try:
-        model = build_model(model_cfg, num_classes)
-    except ValueError as e:
-        raise DeployError("model: cannot build {} with input_size {} and alpha {}: {}".format(
-            model_cfg.zoo, model_cfg.input_size, model_cfg.alpha, str(e).splitlines()[0]))
-    restore = None
-    if opts.init_from:
-        from pipeline.restore import restore as restore_weights
-
+    with strategy.scope() if strategy else contextlib.nullcontext():
         try:
-            restore = restore_weights(model, opts.init_from, opts.exclude_scopes, opts.trainable_scopes or None,
-                                      opts.name_map or None, ctx.progress)
-        except DeployError as e:
-            raise DeployError("stages.train.init_from: " + e.message)
-    optimizer = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}
-    model.compile(optimizer=optimizer[opts.optimizer](learning_rate=opts.learning_rate),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+            model = build_model(model_cfg, num_classes)
+        except ValueError as e:
+            raise DeployError("model: cannot build {} with input_size {} and alpha {}: {}".format(
+                model_cfg.zoo, model_cfg.input_size, model_cfg.alpha, str(e).splitlines()[0]))
+        restore = None
+        if opts.init_from:
+            from pipeline.restore import restore as restore_weights
+
+            try:
+                restore = restore_weights(model, opts.init_from, opts.exclude_scopes, opts.trainable_scopes or None,
+                                          opts.name_map or None, ctx.progress)
+            except DeployError as e:
+                raise DeployError("stages.train.init_from: " + e.message)
+        optimizers = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD, "rmsprop": keras.optimizers.RMSprop}
+        optimizer = optimizers[opts.optimizer](learning_rate=opts.learning_rate)
     ckpt_dir = ctx.output("checkpoints")
     ckpt_dir.mkdir()
-    callbacks = [
-        keras.callbacks.ModelCheckpoint(str(ckpt_dir / "epoch_{epoch:03d}.weights.h5"), save_weights_only=True),
-        _ProgressCallback(keras, ctx.progress, opts.epochs),
-    ]
-    history = model.fit(train_ds, validation_data=val_ds, epochs=opts.epochs, callbacks=callbacks, shuffle=False, verbose=0)
+    progress_cb = _ProgressCallback(keras, ctx.progress, opts.epochs)
+    if strategy is None:
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        callbacks = [
+            keras.callbacks.ModelCheckpoint(str(ckpt_dir / "epoch_{epoch:03d}.weights.h5"), save_weights_only=True),
+            progress_cb,
+        ]
+        history = model.fit(train_ds, validation_data=val_ds, epochs=opts.epochs, callbacks=callbacks, shuffle=False,
+                            verbose=0).history
+    else:
+        def on_epoch(epoch, logs):
+            model.save_weights(str(ckpt_dir / "epoch_{:03d}.weights.h5".format(epoch + 1)))
+            progress_cb.on_epoch_end(epoch, logs)
+
+        progress_cb.on_train_begin()
+        history = fit_distributed(tf, keras, strategy, model, optimizer, train_ds, val_ds, opts.epochs,
+                                  opts.batch_size, on_epoch)
+        progress_cb.on_train_end()
     model.save(str(ctx.output("keras_model")))
 
-    epochs = [
-        {k: round(float(v[i]), 6) for k, v in history.history.items()}
-        for i in range(len(history.history["loss"]))
-    ]
+    epochs = [{k: round(float(v[i]), 6) for k, v in history.items()} for i in range(len(history["loss"]))]
     with open(str(ctx.output("history")), "w") as f:
         json.dump({"classes": list(index.classes), "epochs": epochs, "restore": restore}, f, indent=2, sort_keys=True)
     last = epochs[-1]
