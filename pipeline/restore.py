@@ -306,6 +306,10 @@ def restore(model, path, exclude_scopes=(), trainable_scopes=None, name_map=None
     """
     weights = read_weights(path)
     report, assign = _checked_plan(model, weights, exclude_scopes, name_map, True, path)
+    if weights and not assign and not report["excluded"]:
+        raise DeployError("{}: none of its {} variables matches the model's (e.g. {} vs {}); is it another network? "
+                          "Map names with stages.train.name_map (deploy ckpt diff shows the report)".format(
+                              path, len(weights), sorted(weights)[0], model.weights[0].path if model.weights else "-"))
     for v, value in assign:
         v.assign(value.astype(v.dtype) if hasattr(value, "astype") else value)
     if trainable_scopes:

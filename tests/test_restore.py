@@ -307,9 +307,11 @@ def test_tf1_name_based_checkpoint_with_name_map(keras, tmp_path):
     np.testing.assert_array_equal(now["bn0/moving_variance"], want["net/conv_a/BatchNorm/moving_variance"])
     np.testing.assert_array_equal(now["dense/bias"], want["net/logits/biases"])
 
-    # Without the map the TF-slim scopes do not match the Keras layer names.
-    report = restore(build(keras), prefix)
-    assert report["restored"] == [] and len(report["unused"]) == len(specs)
+    # Without the map the TF-slim scopes do not match the Keras layer names: nothing matches, an error.
+    from pipeline.errors import DeployError
+
+    with pytest.raises(DeployError, match=r"none of its {} variables matches the model's".format(len(specs))):
+        restore(build(keras), prefix)
 
 
 def test_nested_model_from_weights_h5(keras, tmp_path):
@@ -382,3 +384,17 @@ def test_restore_into_zoo_model_from_its_own_keras_file(keras, tmp_path):
     model = build_model(section, 5)
     report = restore(model, tmp_path / "zoo.keras", exclude_scopes=["probabilities"])
     assert len(report["restored"]) == len(model.weights) - 2 and report["new"] == []
+
+
+def test_nothing_matching_is_an_error(tmp_path):
+    import keras
+
+    from pipeline.errors import DeployError
+    from pipeline.restore import restore
+
+    keras.utils.set_random_seed(0)
+    other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="unrelated")], name="other")
+    other.save(str(tmp_path / "other.keras"))
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(2, 3, name="conv")], name="mine")
+    with pytest.raises(DeployError, match=r"other.keras: none of its 2 variables matches the model's"):
+        restore(model, tmp_path / "other.keras")
