@@ -40,7 +40,8 @@ def test_unknown_key_names_file_line_and_suggests(write):
         load_config(path)
     assert str(e.value) == (
         "{}:9 stages.train.epoch: unknown key; did you mean 'epochs'? "
-        "allowed: augment, batch_size, epochs, init_from, learning_rate, optimizer, seed".format(path)
+        "allowed: augment, batch_size, distribute, epochs, exclude_scopes, init_from, learning_rate, name_map, "
+        "optimizer, seed, trainable_scopes".format(path)
     )
 
 
