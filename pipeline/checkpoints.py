@@ -155,7 +155,7 @@ def _read_pb(path):
         if node.op != "Const":
             continue
         tensor = node.attrs.get("value")
-        value = getattr(tensor, "value", None)
+        value = tensor.array() if hasattr(tensor, "array") else None
         if value is None or not hasattr(value, "dtype") or value.dtype.kind not in "fc" or np.ndim(value) == 0:
             continue
         name = re.sub(r"(/Read)?/ReadVariableOp(/resource)?$|/read$", "", node.name)

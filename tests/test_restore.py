@@ -398,3 +398,22 @@ def test_nothing_matching_is_an_error(tmp_path):
     model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(2, 3, name="conv")], name="mine")
     with pytest.raises(DeployError, match=r"other.keras: none of its 2 variables matches the model's"):
         restore(model, tmp_path / "other.keras")
+
+
+def test_big_constants_of_a_frozen_graph_are_read_whole(tmp_path):
+    """Weights above the graph view's small-tensor limit (10,000 values) are still read."""
+    from pipeline.graph.proto import message_class
+    from pipeline.restore import read_weights
+
+    big = np.arange(20000, dtype="float32").reshape(100, 200)
+    g = message_class("GraphDef")()
+    node = g.node.add(name="dense/kernel", op="Const")
+    node.attr["dtype"].type = 1
+    tensor = node.attr["value"].tensor
+    tensor.dtype = 1
+    for d in big.shape:
+        tensor.tensor_shape.dim.add(size=d)
+    tensor.tensor_content = big.tobytes()
+    g.node.add(name="out", op="Identity", input=["dense/kernel"]).attr["T"].type = 1
+    (tmp_path / "big.pb").write_bytes(g.SerializeToString())
+    np.testing.assert_array_equal(read_weights(tmp_path / "big.pb")["dense/kernel"], big)

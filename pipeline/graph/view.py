@@ -37,11 +37,18 @@ class TensorValue:
     as Python ints without numpy.
     """
 
-    __slots__ = ("dtype", "shape", "nbytes", "_value", "_decode", "_proto")
+    __slots__ = ("dtype", "shape", "nbytes", "_value", "_decode", "_proto", "_full")
 
-    def __init__(self, dtype, shape, nbytes, value=None, decode=None, proto=None):
+    def __init__(self, dtype, shape, nbytes, value=None, decode=None, proto=None, full=None):
         self.dtype, self.shape, self.nbytes = dtype, shape, nbytes
-        self._value, self._decode, self._proto = value, decode, proto
+        self._value, self._decode, self._proto, self._full = value, decode, proto, full
+
+    def array(self):
+        """The values whatever the size (``value`` stops at SMALL_TENSOR_ELEMENTS); None if undecodable."""
+        value = self.value
+        if value is None and self._full is not None:
+            value = self._full()
+        return value
 
     @property
     def value(self):
@@ -81,7 +88,7 @@ class TensorValue:
 
     def __setstate__(self, state):
         self.dtype, self.shape, self.nbytes, self._value = state
-        self._decode = self._proto = None
+        self._decode = self._proto = self._full = None
 
 
 @dataclass(frozen=True)
@@ -379,7 +386,8 @@ def decode_tf_tensor(tensor):
     def decode():
         return _tensor_array(tensor, dtype, np_name, shape, count)
 
-    return TensorValue(dtype, shape, nbytes, decode=decode if decodable else None, proto=tensor)
+    return TensorValue(dtype, shape, nbytes, decode=decode if decodable else None, proto=tensor,
+                       full=decode if (np_name or dtype == "bfloat16") else None)
 
 
 def _tensor_array(tensor, dtype, np_name, shape, count):
