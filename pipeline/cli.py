@@ -89,18 +89,12 @@ def cmd_rewrite(args):
 
 
 def _rewrite_onnx(args, target, progress):
-    import json
-
     from pipeline.check.report import recommendation
-    from pipeline.files import write_bytes, write_text
-    from pipeline.rewrite.command import exit_code, rewrite_onnx
+    from pipeline.rewrite.command import exit_code, rewrite_onnx, write_onnx_outputs
 
-    if not str(args.output).endswith(".onnx"):
-        raise DeployError("-o {}: an ONNX model is rewritten to an .onnx file".format(args.output))
     model, summary, report = rewrite_onnx(args.model, target, args.passes or (), args.auto, {}, args.samples,
                                           args.tolerance, progress)
-    write_bytes(args.output, model.SerializeToString())
-    write_text(args.output[:-5] + ".rewrite.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_onnx_outputs(model, summary, args.output)
     print("after rewrite: {} — {}".format("YES" if report.deployable else "NO", recommendation(report)))
     return exit_code(report)
 
@@ -160,22 +154,9 @@ def cmd_ckpt_inspect(args):
 def cmd_ckpt_diff(args):
     """The restore report of CHECKPOINT into a config's model, without training."""
     from pipeline.config import load_config
-    from pipeline.restore import format_report, read_weights, restore_report
-    from pipeline.stages._data import dataset_index
-    from pipeline.tf import import_tf
+    from pipeline.restore import config_restore_report, format_report
 
-    config = load_config(args.config, args.set)
-    opts = config.stages.train
-    if config.model.zoo is None:
-        raise DeployError("{}: deploy ckpt diff builds the zoo model of model.zoo; this config uses model.source".format(args.config))
-    num_classes = config.model.num_classes or len(dataset_index(config, verify=False).classes)
-    import_tf()
-    from pipeline.models.zoo import build_model
-
-    model = build_model(config.model, num_classes)
-    report = restore_report(model, read_weights(args.checkpoint), opts.exclude_scopes if opts else (),
-                            (opts.name_map or None) if opts else None, strict=False, source=args.checkpoint)
-    print(format_report(report))
+    print(format_report(config_restore_report(load_config(args.config, args.set), args.checkpoint)))
     return 0
 
 

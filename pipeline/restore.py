@@ -336,3 +336,21 @@ def format_report(report, limit=5):
     width = max(len(r[0]) for r in rows)
     count = max(len(r[1]) for r in rows)
     return "\n".join("{:<{w}}  {:>{c}}  {}".format(k, n, s, w=width, c=count).rstrip() for k, n, s in rows)
+
+
+def config_restore_report(config, checkpoint):
+    """``deploy ckpt diff``: the report of ``checkpoint`` into the config's zoo model (no training)."""
+    from pipeline.stages._data import dataset_index
+    from pipeline.tf import import_tf
+
+    opts = config.stages.train
+    if config.model.zoo is None:
+        raise DeployError("{}: deploy ckpt diff builds the zoo model of model.zoo; this config uses model.source".format(
+            config.path))
+    num_classes = config.model.num_classes or len(dataset_index(config, verify=False).classes)
+    import_tf()
+    from pipeline.models.zoo import build_model
+
+    model = build_model(config.model, num_classes)
+    return restore_report(model, read_weights(checkpoint), opts.exclude_scopes if opts else (),
+                          (opts.name_map or None) if opts else None, strict=False, source=checkpoint)

@@ -74,6 +74,14 @@ def write_outputs(graph, io, summary, out):
     write_text(out.with_name(out.stem + ".rewrite.json"), json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def write_onnx_outputs(model, summary, out):
+    """OUT (.onnx) and its .rewrite.json receipt, each written atomically."""
+    if not str(out).endswith(".onnx"):
+        raise DeployError("-o {}: an ONNX model is rewritten to an .onnx file".format(out))
+    write_bytes(out, model.SerializeToString())
+    write_text(str(out)[:-5] + ".rewrite.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
 def exit_code(report):
     return 0 if report.deployable else EXIT_NOT_DEPLOYABLE
 
