@@ -7,9 +7,7 @@ Each match carries its cause, its fix and the rewrite pass that fixes it, where 
 """
 
 import functools
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import List, Optional
 
 
@@ -56,9 +54,10 @@ class Family:
         return op in self.ops or op.startswith(self.prefixes) or op.endswith(self.suffixes)
 
 
-def _ops_dir():
-    base = os.environ.get("DEPLOY_TARGETS_DIR")
-    return (Path(base) if base else Path(__file__).resolve().parents[2] / "targets") / "ops"
+def op_tables_dir():
+    from pipeline.optables import op_tables_dir as tables_dir
+
+    return tables_dir()
 
 
 def _load_yaml(path):
@@ -69,7 +68,7 @@ def _load_yaml(path):
 
 @functools.lru_cache(maxsize=None)
 def families():
-    data = _load_yaml(_ops_dir() / "op_families.yaml")
+    data = _load_yaml(op_tables_dir() / "op_families.yaml")
     out = []
     for name, f in data["families"].items():
         out.append(Family(
@@ -92,7 +91,7 @@ def family_of(op):
 @functools.lru_cache(maxsize=None)
 def tensorflow_ops():
     """Every op the TensorFlow that generated targets/ops/tensorflow_ops.yaml registers."""
-    data = _load_yaml(_ops_dir() / "tensorflow_ops.yaml")
+    data = _load_yaml(op_tables_dir() / "tensorflow_ops.yaml")
     return data["tensorflow"], frozenset(data["ops"])
 
 

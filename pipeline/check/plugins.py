@@ -5,9 +5,9 @@ import functools
 
 @functools.lru_cache(maxsize=None)
 def _table():
-    from pipeline.check.patterns import _load_yaml, _ops_dir
+    from pipeline.check.patterns import _load_yaml, op_tables_dir
 
-    path = _ops_dir() / "trt_plugins.yaml"
+    path = op_tables_dir() / "trt_plugins.yaml"
     if not path.exists():
         return {}
     return _load_yaml(path).get("versions", {})

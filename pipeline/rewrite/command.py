@@ -157,13 +157,13 @@ def _onnx_feed(model, count):
 
 
 def _onnx_diff(old, new, feed):
-    import numpy as np
     import onnxruntime
+
+    from pipeline.rewrite.apply import _max_diff
 
     def run(model):
         sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         names = {i.name for i in sess.get_inputs()}
         return sess.run(None, {k: v for k, v in feed.items() if k in names})
 
-    return max((float(np.max(np.abs(np.asarray(a, "float64") - np.asarray(b, "float64")))) if np.size(a) else 0.0)
-               for a, b in zip(run(old), run(new)))
+    return _max_diff(run(old), run(new))

@@ -3,11 +3,11 @@
 The runner prunes to the outputs after every pass, so a pass only rewires and replaces.
 """
 
+from pipeline.check.patterns import FUSED_BATCH_NORM
 from pipeline.errors import DeployError
 from pipeline.rewrite import rewrite_pass
 from pipeline.rewrite.tfgraph import split_tensor
 
-FUSED_BATCH_NORM = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 _PASS_THROUGH = ("Identity", "CheckNumerics", "CheckNumericsV2", "StopGradient", "PreventGradient", "Snapshot")
 _CONTROL_ONLY = ("NoOp", "Assert")
 
