@@ -212,7 +212,7 @@ def _doc(func):
 def build_parser():
     from pipeline import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="deploy",
         description=__doc__.strip().splitlines()[0],
         epilog="Exit codes: 0 success, 1 bad input or config, 2 model not deployable to the target, 3 a stage failed.",
@@ -325,6 +325,45 @@ def build_parser():
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but its own errors (unknown flag, missing argument, bad choice) are one line with
+    exit code 1 (bad input), like every other error: argparse's default is usage text and exit 2,
+    which deploy documents as "not deployable". Sub-parsers are made with the same class."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, "deploy: error: {} (see: {} --help)\n".format(message, self.prog))
+
+
+class _ClosedPipeSafe:
+    """stdout that survives a reader going away (``deploy diff A B | head``): the rest of the output
+    is dropped and the command still returns its own exit code (a closed pipe never turns a
+    non-zero result into 0)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _closed(self):
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def _usage(parser):
     parser.print_help(sys.stderr)
     return EXIT_BAD_INPUT
@@ -335,6 +374,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         return _usage(parser)
+    if not isinstance(sys.stdout, _ClosedPipeSafe):
+        sys.stdout = _ClosedPipeSafe(sys.stdout)
     try:
         return args.func(args)
     except DeployError as e:
@@ -345,11 +386,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("deploy: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # output piped into `head` and the like
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    finally:
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
 
 
 def _more(error):

@@ -76,3 +76,34 @@ def test_run_with_missing_config():
     res = deploy("run", "configs/nope.yaml")
     assert res.returncode == 1
     assert res.stderr == "deploy: error: configs/nope.yaml: config file not found\n"
+
+
+CUSTOM_OP_PBTXT = """
+node { name: "input" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "out" op: "MyCustomOp" input: "input" }
+"""
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["check", "model.pb"], "deploy: error: the following arguments are required: --target/-t (see: deploy check --help)\n"),
+    (["check", "model.pb", "-t", "jetson_tx2", "--frob"], "deploy: error: unrecognized arguments: --frob (see: deploy --help)\n"),
+    (["frob"], "deploy: error: argument COMMAND: invalid choice: 'frob' (choose from 'run', 'check', 'rewrite', "
+               "'consistency', 'diff', 'unfreeze', 'validate', 'schema', 'targets', 'ckpt', 'data') (see: deploy --help)\n"),
+    (["run"], "deploy: error: the following arguments are required: config (see: deploy run --help)\n"),
+])
+def test_flag_errors_are_one_line_and_bad_input(argv, message):
+    res = deploy(*argv)
+    assert res.returncode == 1  # bad input; 2 means "not deployable"
+    assert res.stderr == message
+
+
+def test_closed_pipe_keeps_the_exit_code(tmp_path):
+    """`deploy check model | head`: the reader going away never turns a non-zero result into 0."""
+    model = tmp_path / "custom.pbtxt"
+    model.write_text(CUSTOM_OP_PBTXT)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "check", str(model), "-t", "jetson_tx2"], cwd=str(ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before deploy writes anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 2, err
+    assert "Traceback" not in err and "Exception ignored" not in err
