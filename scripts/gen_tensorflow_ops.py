@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write targets/ops/tensorflow_ops.yaml: every op TensorFlow registers (to tell custom ops apart).
+"""Write targets/ops/tensorflow_ops.yaml: every op TensorFlow registers (to tell custom ops apart),
+and which of them TensorFlow marks stateful (the screen for untrusted graphs starts from that).
 
     python scripts/gen_tensorflow_ops.py
 
@@ -24,6 +25,7 @@ def main():
     op_list = op_def_pb2.OpList()
     op_list.ParseFromString(c_api.TF_GetBuffer(buf))
     names = sorted({op.name for op in op_list.op})
+    stateful = sorted({op.name for op in op_list.op if op.is_stateful})
     lines = [
         "# Every op registered by TensorFlow {} (generated; do not edit by hand).".format(tf.__version__),
         "# Regenerate: python scripts/gen_tensorflow_ops.py",
@@ -34,6 +36,10 @@ def main():
         "ops:",
     ]
     lines += ["- {}".format(n) for n in names]
+    lines += ["# OpDef.is_stateful: the op has effects beyond its outputs or is not a pure function of its",
+              "# inputs (random ops, variables, queues, file and summary writers, ...)",
+              "stateful_count: {}".format(len(stateful)), "stateful:"]
+    lines += ["- {}".format(n) for n in stateful]
     OUT.write_text("\n".join(lines) + "\n")
     print("{}: {} ops".format(OUT, len(names)))
 

@@ -1,0 +1,112 @@
+"""Screen an untrusted TensorFlow graph before anything runs it.
+
+A frozen graph is data from someone else; running it in TensorFlow runs every op it holds, and
+``WriteFile``, ``ReadFile``, ``PyFunc``, ``Save``/``Restore``, a queue or a reader act outside the
+graph. Before deploy runs a graph (consistency, rewrite's numeric checks, the convert stage's
+comparison and tf2onnx, unfreeze), every node of the graph and of every function in its library
+is checked against the allowed ops of ``targets/ops/graph_execution.yaml``:
+
+    screen_graph(graph_def, "model.pb")        # DeployError naming the node and op, or None
+    screen_graph(graph_def, "model.pb", trust=True)   # the user trusts the file: nothing checked
+
+No TensorFlow is imported: ``graph_def`` is TensorFlow's GraphDef or deploy's own
+(pipeline.graph.proto); only ``node``, ``library.function[].node_def`` and attrs are read.
+"""
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import FrozenSet, Tuple
+
+from pipeline.errors import DeployError
+
+TRUST_FLAG = "--trust-model"
+_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class ExecutionPolicy:
+    registered: FrozenSet[str]
+    stateful: FrozenSet[str]
+    allowed_stateful: FrozenSet[str]
+    refused: Tuple[Tuple["re.Pattern", str], ...]  # (pattern, why), first match wins
+
+    def refusal(self, op, attrs=None):
+        """Why ``op`` may not run, or None when it may."""
+        for pattern, why in self.refused:
+            if pattern.fullmatch(op):
+                return why
+        if op not in self.registered:
+            return "is not an op this TensorFlow registers (a custom op needs its library, which deploy does not load)"
+        if op == "PrintV2" and _text((attrs or {}).get("output_stream")).startswith("file://"):
+            return "prints to a file"
+        if op in self.stateful and op not in self.allowed_stateful:
+            return "is marked stateful by TensorFlow (it can act beyond its outputs) and is not on deploy's list of safe stateful ops"
+        return None
+
+
+@lru_cache(maxsize=None)
+def execution_policy():
+    from pipeline.datafile import read_yaml
+    from pipeline.optables import op_tables_dir
+
+    registry = read_yaml(op_tables_dir() / "tensorflow_ops.yaml", "TensorFlow op registry")
+    data = read_yaml(op_tables_dir() / "graph_execution.yaml", "graph execution policy")
+    allowed = frozenset(op for group in data["allowed_stateful"].values() for op in group)
+    refused = tuple((re.compile(item["pattern"]), item["why"]) for item in data["refused"])
+    return ExecutionPolicy(frozenset(registry["ops"]), frozenset(registry["stateful"]), allowed, refused)
+
+
+def unsafe_nodes(graph_def):
+    """[(where, node name, op, why)] for every node, main graph first, then each library function
+    (``where`` is "" or "function NAME"), in file order."""
+    policy = execution_policy()
+    found = []
+    verdicts = {}
+
+    def visit(where, nodes):
+        for node in nodes:
+            key = node.op
+            if node.op == "PrintV2":  # the only op whose verdict depends on an attribute
+                why = policy.refusal(node.op, {"output_stream": _attr_string(node, "output_stream")})
+            else:
+                if key not in verdicts:
+                    verdicts[key] = policy.refusal(node.op)
+                why = verdicts[key]
+            if why:
+                found.append((where, node.name, node.op, why))
+
+    visit("", graph_def.node)
+    for function in graph_def.library.function:
+        visit("function " + function.signature.name, function.node_def)
+    return found
+
+
+def screen_graph(graph_def, source, trust=False):
+    """Refuse to run ``graph_def`` (read from ``source``) when any node may act outside the graph."""
+    if trust:
+        return
+    found = unsafe_nodes(graph_def)
+    if not found:
+        return
+    where, name, op, why = found[0]
+    place = " in {}".format(where) if where else ""
+    others = sorted({"{} ({})".format(n, o) for _, n, o, _ in found[1:]})
+    more = ""
+    if others:
+        more = "; also {}{}".format(", ".join(others[:_SHOWN]),
+                                    " and {} more".format(len(others) - _SHOWN) if len(others) > _SHOWN else "")
+    raise DeployError(
+        "{}: node '{}'{} is {}, which {}{}: deploy does not run graphs that can act outside the graph; "
+        "remove it (deploy rewrite --pass cut or prune), or pass {} if you trust this file".format(
+            source, name, place, op, why, more, TRUST_FLAG))
+
+
+def _attr_string(node, key):
+    return node.attr[key].s if key in node.attr else b""
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value or "")
