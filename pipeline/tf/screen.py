@@ -7,6 +7,7 @@ comparison and tf2onnx, unfreeze), every node of the graph and of every function
 is checked against the allowed ops of ``targets/ops/graph_execution.yaml``:
 
     screen_graph(graph_def, "model.pb")        # DeployError naming the node and op, or None
+    screen_graph(graph_def, "model.pb", outputs=["probabilities"])   # only what fetching them runs
     screen_graph(graph_def, "model.pb", trust=True)   # the user trusts the file: nothing checked
 
 No TensorFlow is imported: ``graph_def`` is TensorFlow's GraphDef or deploy's own
@@ -57,36 +58,86 @@ def execution_policy():
     return ExecutionPolicy(frozenset(registry["ops"]), frozenset(registry["stateful"]), allowed, refused)
 
 
-def unsafe_nodes(graph_def):
-    """[(where, node name, op, why)] for every node, main graph first, then each library function
-    (``where`` is "" or "function NAME"), in file order."""
+def unsafe_nodes(graph_def, outputs=None):
+    """[(where, node name, op, why)] for the nodes that may run, in file order: main graph first,
+    then the library functions (``where`` is "" or "function NAME").
+
+    ``outputs`` (node names): only what running them can execute is screened, as TensorFlow
+    runs it: their data and control inputs, transitively, and every function those nodes call
+    (by attribute, e.g. a While's body, or as an op named after the function), transitively.
+    None: every node and every function (the conservative answer when the outputs are unknown).
+    """
     policy = execution_policy()
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    if outputs is None:
+        nodes, called = list(graph_def.node), list(functions)
+    else:
+        nodes, called = _reachable(graph_def, functions, outputs)
     found = []
     verdicts = {}
 
     def visit(where, nodes):
         for node in nodes:
-            key = node.op
+            if node.op in functions:
+                continue  # a call of a library function: its body is screened
             if node.op == "PrintV2":  # the only op whose verdict depends on an attribute
                 why = policy.refusal(node.op, {"output_stream": _attr_string(node, "output_stream")})
             else:
-                if key not in verdicts:
-                    verdicts[key] = policy.refusal(node.op)
-                why = verdicts[key]
+                if node.op not in verdicts:
+                    verdicts[node.op] = policy.refusal(node.op)
+                why = verdicts[node.op]
             if why:
                 found.append((where, node.name, node.op, why))
 
-    visit("", graph_def.node)
-    for function in graph_def.library.function:
-        visit("function " + function.signature.name, function.node_def)
+    visit("", nodes)
+    for name in called:
+        visit("function " + name, functions[name].node_def)
     return found
 
 
-def screen_graph(graph_def, source, trust=False):
-    """Refuse to run ``graph_def`` (read from ``source``) when any node may act outside the graph."""
+def _reachable(graph_def, functions, outputs):
+    """(main-graph nodes that running ``outputs`` executes, in file order; names of the functions
+    they call, transitively, in library order)."""
+    by_name = {node.name: node for node in graph_def.node}
+    seen, work = set(), [o.split(":")[0].lstrip("^") for o in outputs]
+    while work:
+        name = work.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        work.extend(i.lstrip("^").split(":")[0] for i in by_name[name].input)
+    nodes = [node for node in graph_def.node if node.name in seen]
+    called, work = set(), [n for node in nodes for n in _calls(node, functions)]
+    while work:
+        name = work.pop()
+        if name in called:
+            continue
+        called.add(name)
+        work.extend(n for node in functions[name].node_def for n in _calls(node, functions))
+    return nodes, [name for name in functions if name in called]
+
+
+def _calls(node, functions):
+    """Names of the library functions ``node`` calls."""
+    if node.op in functions:
+        yield node.op
+    for value in node.attr.values():
+        kind = value.WhichOneof("value")
+        if kind == "func" and value.func.name in functions:
+            yield value.func.name
+        elif kind == "list":
+            for func in value.list.func:
+                if func.name in functions:
+                    yield func.name
+
+
+def screen_graph(graph_def, source, outputs=None, trust=False):
+    """Refuse to run ``graph_def`` (read from ``source``) when a node that may run can act outside
+    the graph. ``outputs``: the node names that will be fetched (see unsafe_nodes); ``trust``: the
+    user vouches for the file (--trust-model), nothing is screened."""
     if trust:
         return
-    found = unsafe_nodes(graph_def)
+    found = unsafe_nodes(graph_def, outputs)
     if not found:
         return
     where, name, op, why = found[0]
@@ -98,7 +149,7 @@ def screen_graph(graph_def, source, trust=False):
                                     " and {} more".format(len(others) - _SHOWN) if len(others) > _SHOWN else "")
     raise DeployError(
         "{}: node '{}'{} is {}, which {}{}: deploy does not run graphs that can act outside the graph; "
-        "remove it (deploy rewrite --pass cut or prune), or pass {} if you trust this file".format(
+        "remove it from the graph (export the inference graph again), or pass {} if you trust this file".format(
             source, name, place, op, why, more, TRUST_FLAG))
 
 

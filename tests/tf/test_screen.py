@@ -28,7 +28,7 @@ def refused(graph_def):
         screen_graph(graph_def, "model.pb")
     message = err.value.message
     assert "\n" not in message and message.startswith("model.pb: node ")
-    assert message.endswith("or pass --trust-model if you trust this file")
+    assert message.endswith("remove it from the graph (export the inference graph again), or pass --trust-model if you trust this file")
     return message
 
 
@@ -160,3 +160,39 @@ def test_policy_data_names_real_ops():
     for op in ("Conv2D", "FusedBatchNormV3", "RandomUniform", "While", "StatefulPartitionedCall", "Placeholder",
                "NonMaxSuppressionV5", "TensorScatterUpdate", "ScatterNd", "Enter", "_FusedConv2D"):
         assert policy.refusal(op) is None, op
+
+
+@pytest.mark.tf
+def test_with_outputs_only_what_running_them_executes_is_screened(tmp_path):
+    """TensorFlow runs the fetched nodes' data and control inputs and the functions they call;
+    a saver hanging off a training graph never runs when the logits are fetched."""
+    def build(tf, x):
+        w = tf.constant(0.5, shape=[4, 2])
+        tf.identity(tf.matmul(x, w), name="logits")
+        tf.io.write_file(str(tmp_path / "unrelated"), "x", name="saver_like")
+        write = tf.io.write_file(str(tmp_path / "pwned"), "x", name="leak")
+        with tf.control_dependencies([write]):
+            tf.identity(x, name="leaky_output")
+
+    graph_def = v1_graph(build)
+    assert unsafe_nodes(graph_def, outputs=["logits"]) == []
+    assert [n for _, n, _, _ in unsafe_nodes(graph_def, outputs=["leaky_output:0"])] == ["leak"]
+    assert [n for _, n, _, _ in unsafe_nodes(graph_def)] == ["saver_like", "leak"]
+
+
+@pytest.mark.tf
+def test_functions_called_by_reachable_nodes_are_screened_transitively():
+    tf = _tf()
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    def model(x):
+        def body(i, acc):
+            tf.io.write_file("/tmp/loop", tf.strings.as_string(i))
+            return i + 1, acc * 2.0
+
+        _, y = tf.while_loop(lambda i, acc: i < 3, body, [tf.constant(0), x])
+        return tf.identity(y, name="output"), tf.identity(x, name="plain")
+
+    graph_def = model.get_concrete_function().graph.as_graph_def()
+    assert [op for _, _, op, _ in unsafe_nodes(graph_def, outputs=["output"])] == ["WriteFile"]
+    assert unsafe_nodes(graph_def, outputs=["plain"]) == []
