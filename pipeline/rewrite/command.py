@@ -1,6 +1,7 @@
 """`deploy rewrite` and the rewrite stage: load, choose passes, apply, check again, write."""
 
 import json
+from pathlib import Path
 
 from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError
 from pipeline.files import write_bytes, write_text
@@ -52,6 +53,18 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
         "io": io,
     }
     return graph, io, summary, after
+
+
+def _load_onnx(model_path):
+    """The model with its external data, once every location is inside the model's folder."""
+    import onnx
+
+    from pipeline.runtimes.external_data import check_external_data
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    check_external_data(model, model_path)
+    onnx.load_external_data_for_model(model, str(Path(model_path).resolve().parent))
+    return model
 
 
 def _verdict(report):
@@ -108,7 +121,7 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
     for name in names:
         if name not in ONNX_PASSES:
             raise DeployError("unknown ONNX rewrite pass {!r} (ONNX passes: {})".format(name, ", ".join(ONNX_PASSES)))
-    model = onnx.load(str(model_path))
+    model = _load_onnx(model_path)
     feed = _onnx_feed(model, samples)
     receipt = []
     for name in names:
@@ -134,7 +147,7 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
         onnx.save(model, tmp.name)
         after = check_graph(read_model(tmp.name), target)
     summary = {"model": str(model_path), "target": target.name, "passes": receipt,
-               "nodes": {"before": len(onnx.load(str(model_path)).graph.node), "after": len(model.graph.node)},
+               "nodes": {"before": len(onnx.load(str(model_path), load_external_data=False).graph.node), "after": len(model.graph.node)},
                "check_before": _verdict(before), "check_after": _verdict(after)}
     return model, summary, after
 

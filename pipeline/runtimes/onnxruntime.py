@@ -77,6 +77,7 @@ def load(path, providers=None):
             "onnxruntime is not installed: pip install 'deploy[tf]' (or onnxruntime) to benchmark ONNX models"
         ) from None
 
+    _check_external_data(path)
     providers = list(providers) if providers else list(DEFAULT_PROVIDERS)
     available = onnxruntime.get_available_providers()
     missing = [p for p in providers if p not in available]
@@ -93,6 +94,20 @@ def load(path, providers=None):
         reason = " ".join(str(err).split()) or type(err).__name__
         raise DeployError(f"ONNX Runtime cannot load {path}: {reason}") from None
     return Session(sess, path)
+
+
+def _check_external_data(path):
+    """Refuse external data outside the model's folder before ONNX Runtime reads any (recent ONNX
+    Runtime refuses it too; older ones, like those on a Jetson, do not)."""
+    import onnx
+
+    from pipeline.runtimes.external_data import check_external_data
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # not ONNX at all: ONNX Runtime's own error says so
+        return
+    check_external_data(model, path)
 
 
 def host_label():
