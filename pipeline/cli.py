@@ -374,8 +374,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         return _usage(parser)
-    if not isinstance(sys.stdout, _ClosedPipeSafe):
-        sys.stdout = _ClosedPipeSafe(sys.stdout)
+    stdout = sys.stdout
+    sys.stdout = _ClosedPipeSafe(stdout)
     try:
         return args.func(args)
     except DeployError as e:
@@ -388,6 +388,7 @@ def main(argv=None):
         return 130
     finally:
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        sys.stdout = stdout
 
 
 def _more(error):
