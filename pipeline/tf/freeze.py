@@ -18,8 +18,12 @@ def freeze_saved_model(saved_model_dir, signature="serving_default"):
 
     try:
         loaded = tf.saved_model.load(str(saved_model_dir))
-    except (OSError, ValueError, tf.errors.OpError) as e:
-        raise DeployError("{}: cannot load SavedModel: {}".format(saved_model_dir, str(e).splitlines()[0]))
+    except (IndexError, RuntimeError) as e:  # the checkpoint reader's "Read less bytes than requested"
+        raise DeployError("{}: cannot load SavedModel: its variables are truncated or corrupt ({}); export it "
+                          "again".format(saved_model_dir, (str(e).splitlines() or [type(e).__name__])[0]))
+    except (OSError, ValueError, KeyError, tf.errors.OpError) as e:
+        raise DeployError("{}: cannot load SavedModel: {}; export it again".format(
+            saved_model_dir, (str(e).splitlines() or [type(e).__name__])[0]))
     if signature not in loaded.signatures:
         raise DeployError("{}: no signature '{}' (has: {})".format(saved_model_dir, signature, ", ".join(loaded.signatures) or "none"))
     func = loaded.signatures[signature]

@@ -1,0 +1,138 @@
+"""Broken and hostile model files, for every command that reads one: a non-zero exit code and one
+line, `deploy: error: ...`, never a traceback and never an output file.
+
+Each file is built here: empty, random bytes, truncated, one format under another's name, a
+directory under a file's name, a missing file. The commands run in-process through
+``pipeline.cli.main`` (an exception escaping it fails the test, as a traceback would fail a user).
+"""
+
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+from pipeline.cli import main
+
+pytestmark = pytest.mark.tf
+
+
+def _graph_def_bytes():
+    from google.protobuf import text_format
+
+    from pipeline.graph import proto
+
+    text = ('node { name: "input" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } '
+            'attr { key: "shape" value { shape { dim { size: -1 } dim { size: 8 } dim { size: 8 } dim { size: 3 } } } } } '
+            'node { name: "output" op: "Relu" input: "input" attr { key: "T" value { type: DT_FLOAT } } }')
+    return text_format.Parse(text, proto.GraphDef()).SerializeToString()
+
+
+def _onnx_bytes():
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def _random(n, seed):
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+def _zip_with(path, members):
+    with zipfile.ZipFile(str(path), "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def build(kind, folder):
+    """Write the hostile file ``kind`` under ``folder``; returns its path."""
+    pb, onnx_model = _graph_def_bytes(), _onnx_bytes()
+    files = {
+        "empty.pb": b"",
+        "random.pb": _random(4096, 1),
+        "truncated.pb": pb[: len(pb) // 2],
+        "onnx_named.pb": onnx_model,
+        "empty.pbtxt": b"",
+        "random.pbtxt": _random(512, 2),
+        "not_utf8.pbtxt": b"node { name: \"\xff\xfe\" op: \"Relu\" }",
+        "empty.onnx": b"",
+        "random.onnx": _random(4096, 3),
+        "truncated.onnx": onnx_model[: len(onnx_model) // 2],
+        "graphdef_named.onnx": pb,
+        "random.meta": _random(1024, 4),
+        "random.h5": _random(2048, 5),
+        "empty.keras": b"",
+    }
+    path = folder / kind
+    if kind in files:
+        path.write_bytes(files[kind])
+    elif kind == "random_zip.keras":
+        _zip_with(path, {"junk.txt": "hello"})
+    elif kind == "bad_config.keras":
+        _zip_with(path, {"config.json": "{not json", "metadata.json": "{}", "model.weights.h5": b""})
+    elif kind == "directory.pb":
+        path.mkdir()
+    elif kind == "saved_model_random":
+        path.mkdir()
+        (path / "saved_model.pb").write_bytes(_random(2048, 6))
+    elif kind == "missing.pb":
+        pass
+    else:
+        raise AssertionError(kind)
+    return path
+
+
+KINDS = ["empty.pb", "random.pb", "truncated.pb", "onnx_named.pb", "empty.pbtxt", "random.pbtxt", "not_utf8.pbtxt",
+         "empty.onnx", "random.onnx", "truncated.onnx", "graphdef_named.onnx", "random.meta", "random.h5",
+         "empty.keras", "random_zip.keras", "bad_config.keras", "directory.pb", "saved_model_random", "missing.pb"]
+
+COMMANDS = {
+    "check": lambda m, out: ["check", m, "--target", "jetson_tx2"],
+    "rewrite": lambda m, out: ["rewrite", m, "--target", "jetson_tx2", "-o", out / "out.pb", "--auto"],
+    "consistency": lambda m, out: ["consistency", m, "--samples", "1"],
+    "diff": lambda m, out: ["diff", m, m],
+    "unfreeze": lambda m, out: ["unfreeze", m, "-o", out / "unfrozen"],
+    "ckpt_inspect": lambda m, out: ["ckpt", "inspect", m],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_model_file(kind, command, tmp_path, capsys):
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    out.mkdir()
+    model = build(kind, inputs)
+    code = main([str(a) for a in COMMANDS[command](model, out)])
+    err = capsys.readouterr().err
+    assert code not in (0, None), "{} {} succeeded".format(command, kind)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("deploy: error: "), err
+    assert len([line for line in lines if line.startswith("deploy: error: ")]) == 1 and "Traceback" not in err, err
+    assert os.listdir(str(out)) == [], "a half-written output: {}".format(os.listdir(str(out)))
+
+
+def test_saved_model_with_truncated_variables(tmp_path, capsys):
+    """model.source: a SavedModel whose variables file was cut short (a broken copy or download)."""
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.w = tf.Variable(tf.ones([3, 2]))
+    module.serve = tf.function(lambda x: {"output": tf.matmul(x, module.w)},
+                               input_signature=[tf.TensorSpec([None, 3], tf.float32, name="input")])
+    tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.serve})
+    data = tmp_path / "sm" / "variables" / "variables.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:10])
+    config = tmp_path / "c.yaml"
+    config.write_text("run: {{name: t, dir: {}}}\ntarget: jetson_tx2\nmodel: {{source: {}}}\nstages: {{freeze: }}\n".format(
+        tmp_path / "runs", tmp_path / "sm"))
+    code = main(["run", str(config), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert err.strip().splitlines()[-1] == ("deploy: error: stage freeze: {}: cannot load SavedModel: its variables are "
+                                            "truncated or corrupt (Read less bytes than requested); export it again".format(
+                                                tmp_path / "sm"))
+    assert not (tmp_path / "runs" / "t" / "freeze" / "frozen.pb").exists()
