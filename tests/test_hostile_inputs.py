@@ -1,8 +1,9 @@
 """Broken and hostile model files, for every command that reads one: a non-zero exit code and one
 line, `deploy: error: ...`, never a traceback and never an output file.
 
-Each file is built here: empty, random bytes, truncated, one format under another's name, a
-directory under a file's name, a missing file. The commands run in-process through
+Each file is built here: empty, random bytes, truncated, not UTF-8, a zip that is no Keras
+model, a directory under a file's name, a missing file. (One format under another's name is read
+by content: tests/graph/test_sniff.py.) The commands run in-process through
 ``pipeline.cli.main`` (an exception escaping it fails the test, as a traceback would fail a user).
 """
 
@@ -54,14 +55,12 @@ def build(kind, folder):
         "empty.pb": b"",
         "random.pb": _random(4096, 1),
         "truncated.pb": pb[: len(pb) // 2],
-        "onnx_named.pb": onnx_model,
         "empty.pbtxt": b"",
         "random.pbtxt": _random(512, 2),
         "not_utf8.pbtxt": b"node { name: \"\xff\xfe\" op: \"Relu\" }",
         "empty.onnx": b"",
         "random.onnx": _random(4096, 3),
         "truncated.onnx": onnx_model[: len(onnx_model) // 2],
-        "graphdef_named.onnx": pb,
         "random.meta": _random(1024, 4),
         "random.h5": _random(2048, 5),
         "empty.keras": b"",
@@ -85,8 +84,8 @@ def build(kind, folder):
     return path
 
 
-KINDS = ["empty.pb", "random.pb", "truncated.pb", "onnx_named.pb", "empty.pbtxt", "random.pbtxt", "not_utf8.pbtxt",
-         "empty.onnx", "random.onnx", "truncated.onnx", "graphdef_named.onnx", "random.meta", "random.h5",
+KINDS = ["empty.pb", "random.pb", "truncated.pb", "empty.pbtxt", "random.pbtxt", "not_utf8.pbtxt",
+         "empty.onnx", "random.onnx", "truncated.onnx", "random.meta", "random.h5",
          "empty.keras", "random_zip.keras", "bad_config.keras", "directory.pb", "saved_model_random", "missing.pb"]
 
 COMMANDS = {

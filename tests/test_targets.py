@@ -117,8 +117,8 @@ def test_host_cpu_is_onnxruntime_only():
     assert host.runtime == "onnxruntime"
     assert host.tensorrt is None and host.trt_version is None
     assert host.routes == ("onnx",)
-    assert host.op_table is None
-    assert host.op_tables == {} and host.op_table_for("onnx") is None
+    # the onnx route is checked against ONNX Runtime's CPU kernels (scripts/gen_onnxruntime_table.py)
+    assert host.op_tables == {"onnx": "onnxruntime_cpu"} and host.op_table_for("onnx") == "onnxruntime_cpu"
 
 
 def test_same_tensorrt_means_same_onnx_support():

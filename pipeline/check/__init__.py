@@ -19,7 +19,12 @@ def check_model(path, target, routes=None, signature="serving_default"):
     enabled = gc.isenabled()
     gc.disable()  # a big graph is millions of long-lived objects: cyclic GC passes only cost time
     try:
-        return check_graph(read_model(path, signature=signature), target, routes)
+        report = check_graph(read_model(path, signature=signature), target, routes)
+        if not report.deployable:
+            from pipeline.check.predict import predict_rewrite
+
+            report.prediction = predict_rewrite(path, target, report)
+        return report
     finally:
         if enabled:
             gc.enable()
@@ -28,6 +33,7 @@ def check_model(path, target, routes=None, signature="serving_default"):
 def check_graph(graph, target, routes=None):
     from pipeline.check import patterns
     from pipeline.check import routes as route_checks
+    from pipeline.check.inference import inference_findings
     from pipeline.errors import DeployError
     from pipeline.optables import load_op_table
 
@@ -67,7 +73,7 @@ def check_graph(graph, target, routes=None):
         elif route == "uff":
             results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, unchecked))
         elif route == "tftrt":
-            results.append(route_checks.check_tftrt(graph, target, table, unchecked))
+            results.append(route_checks.check_tftrt(graph, target, table, by_node, unchecked))
         elif graph.kind == "onnx":
             results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
         else:
@@ -84,7 +90,9 @@ def check_graph(graph, target, routes=None):
                     "Dropout, a no-op at inference", "none needed for the onnx route; rewrite strip_dropout removes it "
                     "for every route", "strip_dropout"))
             results.append(result)
-    findings = _graph_findings(graph, matches, results, custom)
+    findings = inference_findings(graph, matches)
+    covered = {n for f in findings for n in f.nodes}
+    findings += _graph_findings(graph, [m for m in matches if not covered.issuperset(m.nodes)], results, custom)
     return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
 
 
@@ -189,4 +197,5 @@ def input_dtype(graph, tensor):
 
 def _describe_target(target):
     return {"name": target.name, "jetpack": target.jetpack, "tensorrt": target.tensorrt, "routes": list(target.routes),
-            "max_opset": target.max_opset}
+            "max_opset": target.max_opset, "runtime": target.runtime,
+            "runtime_label": "ONNX Runtime on this machine" if target.runtime == "onnxruntime" else None}

@@ -6,7 +6,12 @@ from typing import Dict, List, Optional
 SEVERITIES = ("blocker", "warning", "info")
 # Routes in order of preference when several have no blocker.
 ROUTE_PREFERENCE = ("onnx", "uff", "tftrt")
-SCHEMA = "deploy.check/1"
+# deploy.check/2: a route's verdict is YES only with no blocker and nothing accepted but wrong;
+# graph-level findings (not an inference graph) count on every route; tftrt reports its share.
+SCHEMA = "deploy.check/2"
+# A TF-TRT route whose TensorRT engines run less than this share of the compute is ranked after
+# every route TensorRT runs whole.
+TFTRT_MINOR_SHARE = 0.5
 
 
 @dataclass
@@ -35,6 +40,7 @@ class RouteResult:
     applicable: bool = True
     note: str = ""
     opset: Optional[int] = None  # onnx route: the opset checked
+    share: Optional[Dict] = None  # tftrt: what TensorRT would run {"nodes": 0..1, "compute": 0..1, ...}
 
     @property
     def blockers(self):
@@ -53,27 +59,49 @@ class CheckReport:
     target: Dict  # name, tensorrt, jetpack, routes
     routes: List[RouteResult]
     findings: List[Finding]  # route-independent (route "all")
+    prediction: Optional[Dict] = None  # what `deploy rewrite --auto` would give (see check.predict)
 
-    @property
-    def recommended(self):
-        """The route to take: no blocker first, then fewest blockers; onnx > uff > tftrt on ties."""
-        usable = [r for r in self.routes if r.applicable]
-        if not usable:
-            return None
-        rank = {name: i for i, name in enumerate(ROUTE_PREFERENCE)}
-        return min(usable, key=lambda r: (r.blockers + self.blockers_for(r.route), rank.get(r.route, 99)))
+    def route(self, name):
+        return next(r for r in self.routes if r.route == name)
 
     def blockers_for(self, route):
         return sum(1 for f in self.findings if f.severity == "blocker" and f.route in ("all", route))
 
     def total_blockers(self, route):
-        result = next(r for r in self.routes if r.route == route)
-        return result.blockers + self.blockers_for(route)
+        return self.route(route).blockers + self.blockers_for(route)
+
+    def wrong(self, route):
+        """What the route converts without complaint but runs wrong (random, batch-dependent)."""
+        return len(self.route(route).accepted_but_wrong)
+
+    def problems(self, route):
+        """Blockers plus accepted-but-wrong findings: a route is YES only at 0."""
+        return self.total_blockers(route) + self.wrong(route)
+
+    def verdict(self, route):
+        r = self.route(route)
+        if not r.applicable:
+            return "N/A"
+        return "YES" if self.problems(route) == 0 else "NO"
+
+    def _rank(self, r):
+        minor = r.route == "tftrt" and r.share is not None and r.share.get("compute", 1.0) < TFTRT_MINOR_SHARE
+        order = {name: i for i, name in enumerate(ROUTE_PREFERENCE)}
+        return (self.problems(r.route) > 0, minor, self.total_blockers(r.route), self.wrong(r.route),
+                order.get(r.route, 99))
+
+    @property
+    def recommended(self):
+        """The route to take: one that converts and behaves first; a TF-TRT route whose engines run
+        little of the compute after the routes TensorRT runs whole; then the fewest blockers, the
+        fewest accepted-but-wrong findings; onnx > uff > tftrt on ties."""
+        usable = [r for r in self.routes if r.applicable]
+        return min(usable, key=self._rank) if usable else None
 
     @property
     def deployable(self):
         best = self.recommended
-        return best is not None and self.total_blockers(best.route) == 0
+        return best is not None and self.problems(best.route) == 0
 
     def to_dict(self):
         best = self.recommended
@@ -81,18 +109,22 @@ class CheckReport:
             "schema": SCHEMA,
             "model": self.model,
             "target": self.target,
+            "verdict": "YES" if self.deployable else "NO",
             "deployable": self.deployable,
-            "recommended": None if best is None else {"route": best.route, "detail": best.detail,
-                                                      "blockers": self.total_blockers(best.route)},
+            "recommended": None if best is None else {
+                "route": best.route, "detail": best.detail, "blockers": self.total_blockers(best.route),
+                "accepted_but_wrong": self.wrong(best.route)},
+            "after_rewrite": self.prediction,
             "routes": [
                 {
                     "route": r.route,
-                    "verdict": "N/A" if not r.applicable else ("YES" if self.total_blockers(r.route) == 0 else "NO"),
+                    "verdict": self.verdict(r.route),
                     "blockers": self.total_blockers(r.route) if r.applicable else 0,
                     "table": r.table,
                     "detail": r.detail,
                     "opset": r.opset,
                     "note": r.note,
+                    "share": r.share,
                     "findings": [f.to_dict() for f in r.findings],
                     "accepted_but_wrong": [f.to_dict() for f in r.accepted_but_wrong],
                 }

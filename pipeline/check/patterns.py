@@ -292,10 +292,41 @@ def find_onnx_patterns(graph):
             fix="convert from an inference graph (training=False), or remove the random branch (rewrite strip_dropout)",
             rewrite="strip_dropout", severity="warning", stochastic=True))
     for node in graph.nodes.values():
+        if node.domain not in ("", "ai.onnx"):
+            continue
         if node.op == "BatchNormalization" and node.attrs.get("training_mode") == 1:
             matches.append(Match(
                 kind="batchnorm_training", nodes=[node.name],
-                cause="BatchNormalization with training_mode=1 normalises with the batch's own statistics",
-                fix="convert from an inference graph (training=False)", rewrite="bn_inference",
+                cause="batch norm in training mode (BatchNormalization training_mode=1): it normalises with the batch's "
+                      "own mean and variance, so a sample's output depends on the others in its batch",
+                fix="convert from an inference graph (training=False; deploy's export stage does)",
+                severity="warning", batch_dependent=True))
+        elif node.op in ONNX_REDUCTIONS and 0 in _onnx_axes(graph, node):
+            matches.append(Match(
+                kind="batch_reduction", nodes=[node.name],
+                cause="{} over the batch axis (axis 0): a sample's output depends on the others in its batch "
+                      "(e.g. the moments of a training-mode batch norm)".format(node.op),
+                fix="convert from an inference graph (batch norm with training=False; deploy's export stage does)",
                 severity="warning", batch_dependent=True))
     return matches
+
+
+ONNX_REDUCTIONS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+
+
+def _onnx_axes(graph, node):
+    """The axes an ONNX reduction reduces: the ``axes`` attribute (older opsets) or its constant
+    second input (ReduceSum 13+, the other reductions 18+)."""
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1]:
+        value = graph.initializers.get(node.inputs[1])
+        producer = graph.producer(node.inputs[1])
+        if value is None and producer is not None and producer.op == "Constant":
+            value = producer.attrs.get("value")
+        axes = value.ints() if value is not None and hasattr(value, "ints") else None
+        if axes is None and value is not None and getattr(value, "value", None) is not None:
+            axes = [int(a) for a in value.value.flat]
+    if axes is None:  # no axes: every axis, the batch axis too (unless noop_with_empty_axes)
+        return [] if node.attrs.get("noop_with_empty_axes") == 1 else [0]
+    return list(axes)  # a negative axis is left as it is: without the input's rank it names no axis for sure

@@ -5,6 +5,13 @@ import json
 _SHOWN_NODES = 3
 
 
+def target_label(t):
+    """"JetPack 4.6.6, TensorRT 8.2.1", or what runs the model on a target without TensorRT."""
+    if t.get("tensorrt"):
+        return "JetPack {}, TensorRT {}".format(t["jetpack"], t["tensorrt"])
+    return "{}, no TensorRT".format(t.get("runtime_label") or t.get("runtime") or "no runtime")
+
+
 def _nodes(names):
     shown = ", ".join(names[:_SHOWN_NODES])
     more = len(names) - _SHOWN_NODES
@@ -15,14 +22,25 @@ def _count(names):
     return " ×{}".format(len(names)) if len(names) > 1 else ""
 
 
+def _counts(report, route):
+    blockers, wrong = report.total_blockers(route), report.wrong(route)
+    text = "{} blocker{}".format(blockers, "" if blockers == 1 else "s")
+    return text + (", {} accepted but wrong".format(wrong) if wrong else "")
+
+
+def _share(r):
+    if not r.share:
+        return ""
+    return "; TensorRT runs {:.0%} of the nodes and {:.0%} of the compute{}".format(
+        r.share["nodes"], r.share["compute"], " (estimated)" if r.share.get("estimated") else "")
+
+
 def _route_line(report, r):
     if not r.applicable:
         return "{}: N/A ({})".format(r.route, r.note)
-    blockers = report.total_blockers(r.route)
-    verdict = "YES" if blockers == 0 else "NO"
     extra = "; " + r.note if r.note else ""
-    return "{}: {} — {} blocker{} ({}; table {}){}".format(
-        r.route, verdict, blockers, "" if blockers == 1 else "s", r.detail, r.table, extra)
+    return "{}: {} — {} ({}; table {}){}{}".format(
+        r.route, report.verdict(r.route), _counts(report, r.route), r.detail, r.table, extra, _share(r))
 
 
 def recommendation(report):
@@ -31,9 +49,25 @@ def recommendation(report):
         return "no route applies"
     parts = []
     for r in sorted((r for r in report.routes if r.applicable), key=lambda r: r is not best):
-        parts.append("{}{}: {} blocker{}".format(r.route, " at opset {}".format(r.opset) if r.opset else "",
-                                                  report.total_blockers(r.route), "" if report.total_blockers(r.route) == 1 else "s"))
+        parts.append("{}{}: {}".format(r.route, " at opset {}".format(r.opset) if r.opset else "", _counts(report, r.route)))
     return "; ".join(parts)
+
+
+def verdict_lines(report):
+    """The verdict, what makes it NO, and what `deploy rewrite --auto` would make of it."""
+    best = report.recommended
+    lines = ["verdict: {} — recommended route: {}".format("YES" if report.deployable else "NO",
+                                                         recommendation(report) if best else "none")]
+    if best is not None and best.route == "tftrt" and report.deployable:
+        lines.append("  TF-TRT runs inside TensorFlow: the device needs TensorFlow with TF-TRT, and the nodes "
+                     "TensorRT does not take run in TensorFlow")
+    p = report.prediction
+    if p:
+        lines.append("after `deploy rewrite --auto`: {} — {}{} (predicted on the graph in memory; deploy rewrite "
+                     "applies the passes and checks the numbers)".format(
+                         p["verdict"], "passes " + ", ".join(p["passes"]) if p["passes"] else "no pass applies",
+                         "; " + p["remaining"] if p.get("remaining") else ""))
+    return lines
 
 
 def _finding_lines(f, indent="  "):
@@ -46,8 +80,8 @@ def _finding_lines(f, indent="  "):
 
 def format_text(report):
     m, t = report.model, report.target
-    lines = ["{} ({}, {} nodes, {} op types) for {} (JetPack {}, TensorRT {})".format(
-        m["path"], m["format"], m["nodes"], m["op_types"], t["name"], t["jetpack"], t["tensorrt"])]
+    lines = ["{} ({}, {} nodes, {} op types) for {} ({})".format(
+        m["path"], m["format"], m["nodes"], m["op_types"], t["name"], target_label(t))]
     for r in report.routes:
         lines.append("")
         lines.append(_route_line(report, r))
@@ -62,14 +96,12 @@ def format_text(report):
     wrong = [f for r in report.routes for f in r.accepted_but_wrong]
     if wrong:
         lines.append("")
-        lines.append("accepted but wrong at inference (converts without error, behaves differently):")
+        lines.append("accepted but wrong at inference (converts without error, behaves differently; the route is NO):")
         for f in wrong:
             lines += _finding_lines(f)
             lines[-3] = lines[-3].replace("WARNING", f.route, 1)
     lines.append("")
-    best = report.recommended
-    verdict = "YES" if report.deployable else "NO"
-    lines.append("verdict: {} — recommended route: {}".format(verdict, recommendation(report) if best else "none"))
+    lines += verdict_lines(report)
     return "\n".join(lines)
 
 
@@ -80,13 +112,15 @@ def format_json(report):
 def format_markdown(report):
     m, t = report.model, report.target
     out = ["# deploy check: {}".format(m["path"]), "",
-           "Target **{}** (JetPack {}, TensorRT {}). Model: {}, {} nodes.".format(t["name"], t["jetpack"], t["tensorrt"], m["format"], m["nodes"]),
-           "", "**Verdict: {}** — {}".format("YES" if report.deployable else "NO", recommendation(report)), "",
-           "| route | verdict | blockers | table | detail |", "|---|---|---|---|---|"]
+           "Target **{}** ({}). Model: {}, {} nodes.".format(t["name"], target_label(t), m["format"], m["nodes"]),
+           "", "**Verdict: {}** — {}".format("YES" if report.deployable else "NO", recommendation(report)), ""]
+    out += ["> " + line for line in verdict_lines(report)[1:]]
+    out += ["", "| route | verdict | blockers | accepted but wrong | table | detail |", "|---|---|---|---|---|---|"]
     for r in report.routes:
         b = report.total_blockers(r.route) if r.applicable else "-"
-        v = "N/A" if not r.applicable else ("YES" if b == 0 else "NO")
-        out.append("| {} | {} | {} | {} | {} |".format(r.route, v, b, r.table or "-", r.detail or r.note))
+        w = report.wrong(r.route) if r.applicable else "-"
+        out.append("| {} | {} | {} | {} | {} | {} |".format(r.route, report.verdict(r.route), b, w, r.table or "-",
+                                                           (r.detail or r.note) + _share(r)))
     rows = [f for r in report.routes for f in r.findings] + report.findings + [f for r in report.routes for f in r.accepted_but_wrong]
     if rows:
         out += ["", "| severity | route | op | nodes | why | fix |", "|---|---|---|---|---|---|"]
@@ -99,25 +133,41 @@ def format_markdown(report):
 
 
 def format_junit(report):
-    """One test suite per route; each blocker a failing test case, the route verdict a test case."""
+    """One test suite per route. On the recommended route, each thing that makes the verdict NO
+    (blocker, accepted-but-wrong finding) is a failing test case; the other routes' blockers are
+    reported as skipped cases (not the route to take), so a CI gate fails exactly when the verdict is NO."""
     from xml.sax.saxutils import escape, quoteattr
 
+    best = report.recommended
     suites = []
     for r in report.routes:
         if not r.applicable:
             continue
-        cases = []
-        blockers = [f for f in r.findings + report.findings if f.severity == "blocker" and f.route in (r.route, "all")]
-        for f in blockers:
-            message = "{}: {}".format(f.op or f.kind, f.cause)
-            cases.append('    <testcase classname="deploy.check.{}" name={}><failure message={}>{}</failure></testcase>'.format(
-                r.route, quoteattr("{} {}".format(f.op or f.kind, _nodes(f.nodes))), quoteattr(message),
-                escape("nodes: {}\nfix: {}".format(", ".join(f.nodes), f.fix))))
+        chosen = best is not None and r.route == best.route
+        cases, failures, skipped = [], 0, 0
+        problems = [f for f in r.findings + report.findings if f.severity == "blocker" and f.route in (r.route, "all")]
+        problems += r.accepted_but_wrong
+        for f in problems:
+            message = "{}{}: {}".format("accepted but wrong: " if f.kind == "accepted_but_wrong" else "", f.op or f.kind,
+                                        f.cause)
+            body = escape("nodes: {}\nfix: {}".format(", ".join(f.nodes), f.fix))
+            if chosen:
+                outcome = "<failure message={}>{}</failure>".format(quoteattr(message), body)
+                failures += 1
+            else:
+                outcome = "<skipped message={}/><system-out>{}</system-out>".format(
+                    quoteattr("not the recommended route ({}): {}".format(best.route if best else "none", message)), body)
+                skipped += 1
+            cases.append('    <testcase classname="deploy.check.{}" name={}>{}</testcase>'.format(
+                r.route, quoteattr("{} {}".format(f.op or f.kind, _nodes(f.nodes))), outcome))
+        verdict_fails = chosen and bool(problems)
         cases.append('    <testcase classname="deploy.check.{}" name="{} on {}"{}'.format(
             r.route, r.route, report.target["name"],
-            ">" + '<failure message="{} blockers"/></testcase>'.format(len(blockers)) if blockers else "/>"))
-        suites.append('  <testsuite name="deploy.check.{}" tests="{}" failures="{}">\n{}\n  </testsuite>'.format(
-            r.route, len(cases), len(blockers) + (1 if blockers else 0), "\n".join(cases)))
+            ">" + '<failure message="verdict NO: {} blocker(s), {} accepted but wrong"/></testcase>'.format(
+                report.total_blockers(r.route), report.wrong(r.route)) if verdict_fails else "/>"))
+        failures += 1 if verdict_fails else 0
+        suites.append('  <testsuite name="deploy.check.{}" tests="{}" failures="{}" skipped="{}">\n{}\n  </testsuite>'.format(
+            r.route, len(cases), failures, skipped, "\n".join(cases)))
     return '<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="deploy check">\n{}\n</testsuites>\n'.format("\n".join(suites))
 
 

@@ -18,6 +18,13 @@ _TYPE_NAMES = {
 _BOOKKEEPING = {"Placeholder", "Const", "Identity", "NoOp"}
 
 
+def onnx_runtime_label(target, table):
+    """What takes the ONNX model on this target: TensorRT's ONNX parser, or ONNX Runtime (host_cpu)."""
+    if target.tensorrt:
+        return "TensorRT {} ONNX parser".format(target.tensorrt)
+    return "ONNX Runtime CPU kernels ({})".format(table.applies_to or table.name)
+
+
 def _group(nodes):
     """OrderedDict op -> [node names], in graph order."""
     groups = OrderedDict()
@@ -85,7 +92,7 @@ def check_uff(graph, target, table, by_node, plugins, known_plugins, skip=frozen
 def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_plugins, skip=frozenset()):
     """A TensorFlow graph on the onnx route: predict tf2onnx's ONNX ops, then check them.
     ``skip``: nodes that never reach tf2onnx's op handlers (folded, rewritten, reported elsewhere)."""
-    result = RouteResult("onnx", table.name, "opset {}, TensorRT {} ONNX parser (tf2onnx prediction)".format(opset, target.tensorrt),
+    result = RouteResult("onnx", table.name, "opset {}, {} (tf2onnx prediction)".format(opset, onnx_runtime_label(target, table)),
                          opset=opset)
     no_handler, failing, emitted_bad = OrderedDict(), OrderedDict(), OrderedDict()
 
@@ -130,8 +137,8 @@ def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_
         names = [n for group in sources.values() for n in group]
         support = table.lookup(onnx_op)
         reason = getattr(support, "reason", None)
-        default = "TensorFlow {} becomes ONNX {}, which the TensorRT {} ONNX parser does not support{}".format(
-            "/".join(sources), onnx_op, target.tensorrt, ": " + reason if reason else "")
+        default = "TensorFlow {} becomes ONNX {}, which the {} does not support{}".format(
+            "/".join(sources), onnx_op, onnx_runtime_label(target, table), ": " + reason if reason else "")
         cause, fix, rewrite = _explain(names, by_node, default, "replace it with supported ops before conversion")
         if cause != default:
             cause = "{} ({})".format(cause, default)
@@ -150,11 +157,12 @@ def _onnx_accepts_tf_op(op, tf2onnx, opset, table):
 
 def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
     opset = graph.opset
-    result = RouteResult("onnx", table.name, "opset {}, TensorRT {} ONNX parser".format(opset, target.tensorrt), opset=opset)
+    result = RouteResult("onnx", table.name, "opset {}, {}".format(opset, onnx_runtime_label(target, table)), opset=opset)
     if opset is not None and opset > target.max_opset:
         result.findings.append(Finding(
             "blocker", "onnx", "opset", None, [],
-            "the model is at ONNX opset {}; TensorRT {} parses up to opset {}".format(opset, target.tensorrt, target.max_opset),
+            "the model is at ONNX opset {}; {} parses up to opset {}".format(
+                opset, "TensorRT {}".format(target.tensorrt) if target.tensorrt else "ONNX Runtime", target.max_opset),
             "convert again at opset {} (deploy's convert stage picks it for the target; tf2onnx --opset {}), "
             "or lower it (rewrite lower_opset)".format(target.max_opset, target.max_opset), "lower_opset"))
     unknown = OrderedDict()
@@ -188,8 +196,8 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
             support = table.lookup(op)
             reason = getattr(support, "reason", None)
             cause, fix, rewrite = _explain(
-                names, by_node, "the TensorRT {} ONNX parser does not support {}{}".format(
-                    target.tensorrt, op, ": " + reason if reason else ""),
+                names, by_node, "the {} does not support {}{}".format(
+                    onnx_runtime_label(target, table), op, ": " + reason if reason else ""),
                 "replace {} with supported ops, or cut it out of the graph".format(op))
             result.findings.append(Finding("blocker", "onnx", "unsupported_op", op, names, cause, fix, rewrite))
     result.findings += _dtype_findings("onnx", graph, table, target)
@@ -198,7 +206,11 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
     return result
 
 
-def check_tftrt(graph, target, table, skip=frozenset()):
+def check_tftrt(graph, target, table, by_node, skip=frozenset()):
+    """TF-TRT: nodes it cannot convert stay in TensorFlow (not blockers); the share of nodes and of
+    compute its engines take is reported, and what runs wrong runs wrong in TensorFlow too."""
+    from pipeline.check.compute import tftrt_share
+
     result = RouteResult("tftrt", table.name, "TF-TRT (TensorRT {}) inside TensorFlow".format(target.tensorrt))
     supported = _per_op(table.is_supported)
     stay = [n for n in graph.nodes.values() if n.op not in _BOOKKEEPING and n.name not in skip and not supported(n.op)]
@@ -207,8 +219,10 @@ def check_tftrt(graph, target, table, skip=frozenset()):
             "info", "tftrt", "stays_in_tensorflow", op, names,
             "TF-TRT has no converter for {}: these nodes run in TensorFlow, outside the TensorRT engines".format(op),
             "nothing blocks; for speed, replace {} or take the onnx/uff route".format(op)))
-    total = sum(len(v) for v in _group(stay).values())
+    total = len(stay)
     result.note = "{} node(s) stay in TensorFlow".format(total) if total else "every node converts"
+    result.share = tftrt_share(graph, supported, skip)
+    _accepted_but_wrong(result, graph, by_node, lambda op: True, skip=skip)
     return result
 
 

@@ -52,20 +52,21 @@ def _read_model(path, signature):
         raise DeployError("{}: directory is not a SavedModel (no saved_model.pb in it); pass the SavedModel "
                           "directory, or a model file: {}".format(path, SUPPORTED))
     suffix = path.suffix.lower()
-    if suffix == ".pb":
-        if path.name == "saved_model.pb":
-            return _read_saved_model(path.parent, signature)
-        return _read_pb(path, signature)
-    if suffix == ".pbtxt":
-        if path.name == "saved_model.pbtxt":
-            return _read_saved_model(path.parent, signature)
-        return _read_pbtxt(path, signature)
-    if suffix == ".meta":
-        return _read_meta(path, signature)
-    if suffix == ".onnx":
-        from pipeline.graph.onnx_reader import read_onnx
+    if path.name in ("saved_model.pb", "saved_model.pbtxt"):
+        return _read_saved_model(path.parent, signature)
+    if suffix in (".pb", ".pbtxt", ".meta", ".onnx", ".txt", ".graphdef"):
+        # protobuf files are told apart by content, so a text GraphDef saved as .pb, an ONNX model
+        # named .pb or a binary graph named .pbtxt is read as what it is; a file that is none of
+        # them gets the error of the format its name says
+        kind = sniff_protobuf(path, expected="onnx" if suffix == ".onnx" else "text" if suffix in (".pbtxt", ".txt")
+                              else "binary")
+        if kind == "text":
+            return _read_pbtxt(path, signature)
+        if kind == "onnx":
+            from pipeline.graph.onnx_reader import read_onnx
 
-        return read_onnx(path)
+            return read_onnx(path)
+        return _read_meta(path, signature) if suffix == ".meta" else _read_pb(path, signature)
     if suffix in (".keras", ".h5", ".hdf5"):
         from pipeline.graph.keras_reader import read_keras
 
@@ -75,6 +76,57 @@ def _read_model(path, signature):
 
 
 # -- files and parsing ---------------------------------------------------------------------------
+
+_TEXT_START = re.compile(rb"\s*(#[^\n]*\n\s*)*(node|versions|library|meta_graphs|graph_def|meta_info_def|"
+                         rb"saved_model_schema_version|signature_def|collection_def|saver_def)\s*[{:]")
+
+
+def sniff_protobuf(path, expected):
+    """What a protobuf model file holds, by content: "text" (protobuf text format: a GraphDef,
+    SavedModel or meta graph), "onnx" (an ONNX model) or "binary" (TensorFlow's binary protobuf).
+    ``expected``: what the file's name says; content only overrules it when it clearly is another
+    format (so a broken file gets the message of the format its name says, and a big binary
+    GraphDef is not parsed twice)."""
+    try:
+        with open(str(path), "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return expected
+    if _TEXT_START.match(head):
+        return "text"
+    if expected == "binary":
+        return "onnx" if head[:1] == b"\x08" and _is_onnx(path.read_bytes()) else "binary"
+    data = path.read_bytes()  # a .onnx or .pbtxt file that is not text: which binary is it?
+    if _is_onnx(data):
+        return "onnx"
+    return "binary" if _is_tf_binary(data) else expected
+
+
+def _is_tf_binary(data):
+    from pipeline.graph import proto
+
+    for cls in (proto.GraphDef, proto.MetaGraphDef, proto.SavedModel):
+        msg, _ = _parse_binary(cls, data)
+        if msg is None:
+            continue
+        graphs = [msg] if cls is proto.GraphDef else [msg.graph_def] if cls is proto.MetaGraphDef else \
+            [m.graph_def for m in msg.meta_graphs]
+        if any(_looks_like_graph(g) for g in graphs):
+            return True
+    return False
+
+
+def _is_onnx(data):
+    """An ONNX ModelProto with an opset and at least one node (a GraphDef's bytes parse as an empty one)."""
+    if data[:1] != b"\x08":  # ModelProto starts with ir_version (field 1, varint) as onnx writes it
+        return False
+    try:
+        import onnx
+    except ImportError:
+        return False
+    model, _ = _parse_binary(onnx.ModelProto, data)
+    return model is not None and bool(model.opset_import) and bool(model.graph.node) and \
+        all(_OP_NAME.match(n.op_type) for n in model.graph.node[:3])
 
 def _read_bytes(path, what):
     try:

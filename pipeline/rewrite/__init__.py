@@ -26,16 +26,17 @@ class Pass:
     changes_behaviour: bool  # compared with the inference-mode reference, not with the graph before it
     needs: Tuple[str, ...] = ()  # option keys it cannot run without (never applied by --auto)
     doc: str = ""
+    runs_graph: bool = False  # evaluates part of the graph in TensorFlow (a dry run, as in deploy check, skips it)
     options: Dict = field(default_factory=dict)
 
 
 PASSES: Dict[str, Pass] = {}
 
 
-def rewrite_pass(name, changes_behaviour=False, needs=()):
+def rewrite_pass(name, changes_behaviour=False, needs=(), runs_graph=False):
     def register(func):
         doc = (func.__doc__ or "").strip().splitlines()
-        PASSES[name] = Pass(name, func, changes_behaviour, tuple(needs), doc[0] if doc else "")
+        PASSES[name] = Pass(name, func, changes_behaviour, tuple(needs), doc[0] if doc else "", runs_graph=runs_graph)
         return func
 
     return register

@@ -249,7 +249,7 @@ def cut(graph, options):
 # ------------------------------------------------------------------------------ folding
 
 
-@rewrite_pass("fold_constants")
+@rewrite_pass("fold_constants", runs_graph=True)
 def fold_constants(graph, options):
     """Subgraphs computed from constants only are evaluated once (TensorFlow) and become Const nodes."""
     from pipeline.check import constant_subgraph

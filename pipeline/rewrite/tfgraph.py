@@ -35,10 +35,12 @@ class TFGraph:
         from pipeline.graph import proto
         from pipeline.graph.readers import read_model
 
+        from pipeline.graph.readers import sniff_protobuf
+
         read_model(path)  # one-line errors for anything that is not a readable frozen graph
         graph_def = proto.GraphDef()
         data = Path(path).read_bytes()
-        if str(path).endswith(".pbtxt"):
+        if sniff_protobuf(Path(path), expected="text" if str(path).endswith(".pbtxt") else "binary") == "text":
             from google.protobuf import text_format
 
             text_format.Parse(data.decode("utf-8"), graph_def, allow_unknown_field=True)

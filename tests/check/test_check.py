@@ -67,7 +67,14 @@ def test_training_graph_with_keep_prob_placeholder(models):
     # batch dependence is reported for every route
     batch = [f for f in report.findings if f.kind == "batch_dependent"]
     assert [f.nodes for f in batch] == [["bn/FusedBatchNormV3"]] and batch[0].batch_dependent
-    assert report.deployable and report.recommended.route == "onnx"
+    # accepted but wrong on the recommended route: NO as it is (a CI gate must not ship random output)
+    assert not report.deployable and report.recommended.route == "onnx"
+    assert [report.verdict(r) for r in ("uff", "onnx", "tftrt")] == ["NO", "NO", "NO"]
+    assert report.wrong("tftrt") == 2  # what stays in TensorFlow runs in training mode too
+    # the dry rewrite: strip_dropout would do, but bn_inference has no moving statistics in the graph
+    p = report.prediction
+    assert p["verdict"] == "NO" and p["passes"] == ["strip_dropout", "bn_inference"]
+    assert p["remaining"].startswith("bn_inference: no moving mean/variance for bn/FusedBatchNormV3")
 
 
 @pytest.mark.tf
@@ -82,13 +89,21 @@ def test_constant_rate_dropout_is_rewritten_by_tf2onnx(models):
 @pytest.mark.tf
 def test_queue_fed_input_pipeline_says_where_to_cut(models):
     report = check_model(fixtures.queue_graph(models / "queue.pb"), tx2())
-    assert blockers(report, "onnx") == {"DecodeJpeg": ["decode"]}
+    assert [f.op for f in route(report, "onnx").findings if f.severity == "blocker"] == ["DecodeJpeg"]
     finding = route(report, "onnx").findings[0]
     assert finding.cause.startswith("the input pipeline (file reading, decoding, queues, tf.data) is baked into the graph")
     assert finding.fix.startswith("cut the graph at ExpandDims (make it the input)") and finding.rewrite == "cut"
-    assert set(blockers(report, "uff")) == {"FIFOQueueV2", "QueueDequeueV2", "DecodeJpeg", "Cast"}
-    assert blockers(report, "tftrt") == {}  # the pipeline stays in TensorFlow
-    assert report.recommended.route == "tftrt"
+    assert set(blockers(report, "uff")) == {"FIFOQueueV2", "QueueDequeueV2", "DecodeJpeg", "Cast",
+                                            "DecodeJpeg/FIFOQueueV2/QueueDequeueV2"}
+    # no placeholder, a queue for input: not an inference graph, NO on every route (TF-TRT included)
+    graph_level = [f for f in report.findings if f.kind == "not_inference_graph"]
+    assert [sorted(f.nodes) for f in graph_level] == [["decode", "dequeue", "input_queue"]]
+    assert graph_level[0].cause == ("not an inference graph: its input is a queue/reader/dataset pipeline (3 nodes: "
+                                    "DecodeJpeg, FIFOQueueV2, QueueDequeueV2) and it has no placeholder to feed")
+    assert graph_level[0].fix.startswith("cut the graph at ExpandDims so it becomes the input: deploy rewrite --pass cut "
+                                         "--cut ExpandDims=N,H,W,C; or export the inference graph")
+    assert blockers(report, "tftrt") == {"DecodeJpeg/FIFOQueueV2/QueueDequeueV2": ["decode", "dequeue", "input_queue"]}
+    assert not report.deployable and report.prediction is None  # cut needs options: no automatic fix
 
 
 @pytest.mark.tf
@@ -192,15 +207,16 @@ def test_cli_text_json_markdown_junit_and_exit_codes(models, tmp_path):
     assert "onnx: NO — 1 blocker" in res.stdout and "verdict: NO" in res.stdout
     res = deploy("check", bad, "--target", "jetson_tx2", "--format", "json", "--junit", tmp_path / "check.xml")
     data = json.loads(res.stdout)
-    assert data["schema"] == "deploy.check/1" and data["deployable"] is False
-    assert data["recommended"] == {"route": "onnx", "detail": "opset 15, TensorRT 8.2.1 ONNX parser", "blockers": 1}
+    assert data["schema"] == "deploy.check/2" and data["deployable"] is False and data["verdict"] == "NO"
+    assert data["recommended"] == {"route": "onnx", "detail": "opset 15, TensorRT 8.2.1 ONNX parser", "blockers": 1,
+                                   "accepted_but_wrong": 0}
     onnx = next(r for r in data["routes"] if r["route"] == "onnx")
     assert onnx["verdict"] == "NO" and onnx["findings"][0]["kind"] == "opset"
     suites = ET.parse(str(tmp_path / "check.xml")).getroot()
     suite = suites.find("testsuite")
     assert suite.get("name") == "deploy.check.onnx" and suite.get("failures") == "2"
     res = deploy("check", bad, "--target", "xavier_nx", "--format", "markdown")
-    assert res.returncode == 0 and "**Verdict: YES**" in res.stdout and "| onnx | YES | 0 |" in res.stdout
+    assert res.returncode == 0 and "**Verdict: YES**" in res.stdout and "| onnx | YES | 0 | 0 |" in res.stdout
 
 
 @pytest.mark.parametrize("content, message", [

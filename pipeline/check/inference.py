@@ -1,0 +1,69 @@
+"""Is this an inference graph at all? Graph-level findings, checked before any route.
+
+A graph written from a training session (``tf.io.write_graph(sess.graph_def)``, a TF1 meta graph
+of the training step) carries what no converter should see: unfrozen variables, optimizer and
+gradient ops, saver and summary ops, an input pipeline of queues, readers or iterators instead of
+a placeholder. Each is a blocker on every route, whatever a route's op table says about the ops
+(TF-TRT would happily leave them all in TensorFlow): the verdict is NO, with the fix.
+"""
+
+from pipeline.check.findings import Finding
+
+_EXPORT = ("export the inference graph (training=False) and freeze it: deploy run with model.source set to the "
+           "SavedModel or .keras file (its export and freeze stages), or export_inference_graph.py then freeze_graph")
+_WHAT = {
+    "variables": "its weights are still variables ({ops}): the graph was written from a session, not frozen, so the "
+                 "file holds no weights",
+    "optimizer": "it holds the training step ({ops})",
+    "gradients": "it holds gradient ops of the training step ({ops})",
+    "saver": "it holds checkpoint save/restore ops ({ops})",
+    "summary": "it holds TensorBoard summary ops ({ops})",
+}
+
+
+def inference_findings(graph, matches):
+    """Blocker findings (route "all", kind "not_inference_graph") for a TensorFlow graph that is not
+    an inference graph; [] for one that is. ``matches``: patterns.find_patterns(graph)."""
+    if graph.kind != "tensorflow":
+        return []
+    unfrozen_is_expected = graph.format in ("saved_model", "meta_graph")  # freezing comes later
+    findings = []
+    for match in matches:
+        family = match.family
+        if family in _WHAT:
+            if family == "variables" and unfrozen_is_expected:
+                continue
+            if family == "saver" and graph.format == "meta_graph":
+                continue  # every checkpoint's meta graph has its saver; it is not what gets converted
+            findings.append(Finding(
+                "blocker", "all", "not_inference_graph", _ops(graph, match.nodes), list(match.nodes),
+                "not an inference graph: " + _WHAT[family].format(ops=_op_summary(graph, match.nodes)),
+                _EXPORT if family == "variables" else _EXPORT + "; or keep only what the outputs need: deploy rewrite "
+                "--pass prune --outputs NODE,..."))
+        elif family == "input_pipeline" and not graph.inputs:
+            cut = ", ".join(match.boundary[:3])
+            findings.append(Finding(
+                "blocker", "all", "not_inference_graph", _ops(graph, match.nodes), list(match.nodes),
+                "not an inference graph: its input is a queue/reader/dataset pipeline ({}) and it has no placeholder "
+                "to feed".format(_op_summary(graph, match.nodes)),
+                ("cut the graph at {} so it becomes the input: deploy rewrite --pass cut --cut {}=N,H,W,C; or ".format(
+                    cut, match.boundary[0]) if match.boundary else "") + _EXPORT, None))
+    return findings
+
+
+def _ops(graph, names):
+    return "/".join(sorted({graph.nodes[n].op for n in names if n in graph.nodes}))
+
+
+def _op_summary(graph, names):
+    """"3 ops: ApplyAdam ×2, Assign" — counts by op, most frequent first, at most four named."""
+    counts = {}
+    for name in names:
+        node = graph.nodes.get(name)
+        if node is not None:
+            counts[node.op] = counts.get(node.op, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join("{} ×{}".format(op, n) if n > 1 else op for op, n in ranked[:4])
+    more = " and {} more op types".format(len(ranked) - 4) if len(ranked) > 4 else ""
+    total = sum(counts.values())
+    return "{} node{}: {}{}".format(total, "" if total == 1 else "s", shown, more)

@@ -1,0 +1,70 @@
+"""What `deploy rewrite --auto` would make of a graph that is NO as it is: a dry run in memory.
+
+When every finding that makes the verdict NO has a rewrite pass that needs no option, the passes
+`--auto` would pick are applied to a copy of the graph (no file written, nothing run: passes that
+evaluate part of the graph in TensorFlow are left out) and the graph is checked again:
+
+    prediction = predict_rewrite("frozen.pb", target, report)
+    # {"verdict": "YES", "passes": ["strip_dropout", "bn_inference"], "remaining": ""}
+
+It is a prediction of the structure: `deploy rewrite` applies the same passes and checks the
+numbers after each.
+"""
+
+from pipeline.errors import DeployError
+
+ROUNDS = 5
+
+
+def blocking_findings(report):
+    """What makes the verdict NO on the recommended route: its blockers (own and graph-level) and
+    what it accepts but runs wrong."""
+    best = report.recommended
+    if best is None:
+        return []
+    own = [f for f in best.findings if f.severity == "blocker"]
+    common = [f for f in report.findings if f.severity == "blocker" and f.route in ("all", best.route)]
+    return own + common + list(best.accepted_but_wrong)
+
+
+def predict_rewrite(path, target, report):
+    """The dry run's outcome, or None when it does not apply (deployable already, not a frozen
+    TensorFlow graph, or a finding no option-free pass fixes)."""
+    from pipeline.rewrite import passes
+
+    if report.deployable or report.model.get("kind") != "tensorflow" or report.model.get("format") not in ("frozen_pb", "pbtxt"):
+        return None
+    registry = passes()
+    blocking = blocking_findings(report)
+    if not blocking or any(f.rewrite not in registry or registry[f.rewrite].needs for f in blocking):
+        return None
+    return _dry_run(path, target, registry)
+
+
+def _dry_run(path, target, registry):
+    from pipeline.check import check_graph
+    from pipeline.rewrite.apply import auto_passes, graph_io
+    from pipeline.rewrite.tf_passes import view
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    graph = TFGraph.load(path)
+    outputs = [o["name"] for o in graph_io(graph, path)["outputs"]]
+    applied, problems = [], []
+    for _ in range(ROUNDS):
+        names, _ = auto_passes(graph, target)
+        names = [n for n in names if n not in applied and not registry[n].runs_graph]
+        if not names:
+            break
+        for name in names:
+            try:
+                registry[name].func(graph, {"_outputs": outputs})
+            except DeployError as e:
+                problems.append(e.message)
+            applied.append(name)
+            graph.prune(outputs)
+    report = check_graph(view(graph), target)
+    remaining = "; ".join(problems)
+    if not report.deployable and not remaining:
+        left = blocking_findings(report)
+        remaining = "still: " + ", ".join(sorted({"{} ({})".format(f.op or f.kind, f.kind) for f in left}))
+    return {"verdict": "YES" if report.deployable else "NO", "passes": applied, "remaining": remaining}
