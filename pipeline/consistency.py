@@ -59,7 +59,7 @@ def _tf_graph(path, io):
     from pipeline.tf.graph import infer_io, load_graph_def
 
     tf = import_tf()
-    graph_def = load_graph_def(path)
+    graph_def = seeded_graph_def(load_graph_def(path))
     side, where = Path(path).parent / "io.json", "io"
     if io is None and side.is_file():
         try:
@@ -138,13 +138,17 @@ class ConsistencyReport:
     runs: int = 0
     model: Optional[str] = None
     label: dict = field(default_factory=dict)
-    divergence: Optional["Divergence"] = None
+    divergences: List["Divergence"] = field(default_factory=list)  # in graph order: stochastic and/or batch-dependent
     divergence_note: Optional[str] = None
-    replay: object = field(default=None, repr=False)  # (batch, position, output, beside copies?) of the worst failing case
 
     @property
     def passed(self):
         return all(o.passed for o in self.outputs)
+
+    @property
+    def divergence(self):
+        """The first divergence in graph order, or None."""
+        return self.divergences[0] if self.divergences else None
 
     @property
     def status(self):
@@ -158,6 +162,7 @@ class ConsistencyReport:
             "tolerance": {"abs": self.tolerance, "rel": self.rtol}, "runs": self.runs,
             "outputs": [dict(vars(o), passed=o.passed) for o in self.outputs],
             "first_divergence": dict(vars(self.divergence)) if self.divergence else None,
+            "divergences": [dict(vars(d)) for d in self.divergences],
             "first_divergence_note": self.divergence_note,
         })
 
@@ -232,12 +237,6 @@ def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
                 if abs_d > res.max_abs_diff or res.worst is None:
                     res.max_abs_diff = abs_d
                     res.worst = {"image": i, "batch_size": len(batch), "position": p, "neighbours": kind}
-                    # replay the worst case beside other images: beside copies of itself a batch-statistics
-                    # layer looks consistent, and the search would stop at a later (random) node
-                    copies = "copies" in kind
-                    if over and (report.replay is None or (report.replay[2] is res and
-                                                           (not copies or report.replay[3]))):
-                        report.replay = (batch, p, res, copies)
 
     for i in range(len(images)):
         image = images[i:i + 1]
@@ -313,7 +312,8 @@ def _key_attrs(node, consts):
         from tensorflow.python.framework import tensor_util
 
         out["axis"] = np.atleast_1d(tensor_util.MakeNdarray(axes.attr["value"].tensor)).tolist()
-    out.update({k: node.attr[k].i for k in ("seed", "seed2") if k in node.attr and node.attr[k].i})
+    if "seed" in node.attr and node.attr["seed"].i != DEPLOY_SEED:
+        out.update({k: node.attr[k].i for k in ("seed", "seed2") if k in node.attr and node.attr[k].i})
     return out
 
 
@@ -343,9 +343,23 @@ def _fetch(tf, sess, tensors, feed):
 
 
 def first_divergence(graph_def_path, image, neighbours, io=None, tolerance=ATOL, rtol=RTOL, position=0, chunk=64):
-    """The first node (topological order) whose output for ``image`` differs between two alone runs
-    ("stochastic") or alone vs. at ``position`` in a batch with ``neighbours`` ("batch-dependent");
-    None when every float tensor agrees. Tensors are fetched ``chunk`` at a time, stopping at the first hit."""
+    """The first of ``divergences`` in topological order, or None."""
+    found = divergences(graph_def_path, image, neighbours, io, tolerance, rtol, position, chunk)
+    return found[0] if found else None
+
+
+def divergences(graph_def_path, image, neighbours, io=None, tolerance=ATOL, rtol=RTOL, position=0, chunk=64):
+    """Where a frozen graph stops being a function of its own sample, in topological order, each
+    kind at most once:
+
+    - "stochastic": the first node whose output for ``image`` differs between two runs in one
+      session (a random op: dropout left in training mode);
+    - "batch-dependent": the first node whose output for ``image`` alone differs from its row at
+      ``position`` in a batch with ``neighbours``, each run in a fresh session, so that seeded
+      random ops draw the same numbers for that row (at position 0) and only the batch differs.
+
+    Random ops without a seed get one from their name (``seeded_graph_def``): the answer is a pure
+    function of the graph and the images. [] when every float tensor agrees."""
     import numpy as np
 
     tf, graph_def, io, graph, inp = _tf_graph(graph_def_path, io)
@@ -361,26 +375,83 @@ def first_divergence(graph_def_path, image, neighbours, io=None, tolerance=ATOL,
     tensors = [t for name in _topological(graph_def) if by_name[name].op not in ("Const", "Placeholder")
                for t in graph.get_operation_by_name(name).outputs
                if t.dtype.is_floating and t.name in used and graph.is_fetchable(t)]
-    with tf.compat.v1.Session(graph=graph) as sess:  # one session: seeded random ops still differ run to run
+    order = {t.name: k for k, t in enumerate(tensors)}
+
+    def fresh(part, x):  # a new session: every seeded random op starts from its seed
+        with tf.compat.v1.Session(graph=graph) as sess:
+            return _fetch(tf, sess, part, {inp: x})
+
+    found = {}
+    with tf.compat.v1.Session(graph=graph) as sess:
         for start in range(0, len(tensors), chunk):
             part = tensors[start:start + chunk]
-            alone, again, inside = (_fetch(tf, sess, part, {inp: x}) for x in (image, image, batch))
-            for t, a, b, c in zip(part, alone, again, inside):
-                if a is None or b is None:
-                    continue
-                abs_d, rel_d, over = _diff(a, b, tolerance, rtol) if a.shape == b.shape else (np.inf, np.inf, True)
-                reason = "stochastic"
-                if not over and c is not None and (_batched(a, c, len(batch)) or a.shape == c.shape):
+            if "stochastic" not in found:
+                alone, again = _fetch(tf, sess, part, {inp: image}), _fetch(tf, sess, part, {inp: image})
+                for t, a, b in zip(part, alone, again):
+                    if a is None or b is None:
+                        continue
+                    abs_d, rel_d, over = _diff(a, b, tolerance, rtol) if a.shape == b.shape else (np.inf, np.inf, True)
+                    if over:
+                        found["stochastic"] = (t, abs_d, rel_d)
+                        break
+            if "batch-dependent" not in found:
+                alone, inside = fresh(part, image), fresh(part, batch)
+                for t, a, c in zip(part, alone, inside):
+                    if a is None or c is None or not (_batched(a, c, len(batch)) or a.shape == c.shape):
+                        continue
                     pair = (a[0], c[position]) if _batched(a, c, len(batch)) else (a, c)  # (a, c): no batch dim at all
-                    (abs_d, rel_d, over), reason = _diff(*pair, tolerance, rtol), "batch-dependent"
-                if over:
-                    node = by_name[t.op.name]
-                    attrs = _key_attrs(node, consts)
-                    return Divergence(node.name, node.op, t.name, attrs, reason, abs_d, rel_d, _hint(node.op, attrs, reason))
-    return None
+                    abs_d, rel_d, over = _diff(*pair, tolerance, rtol)
+                    if over:
+                        found["batch-dependent"] = (t, abs_d, rel_d)
+                        break
+            if len(found) == 2:
+                break
+    out = []
+    for reason, (t, abs_d, rel_d) in sorted(found.items(), key=lambda kv: order[kv[1][0].name]):
+        node = by_name[t.op.name]
+        attrs = _key_attrs(node, consts)
+        out.append(Divergence(node.name, node.op, t.name, attrs, reason, abs_d, rel_d, _hint(node.op, attrs, reason)))
+    return out
+
+
+DEPLOY_SEED = 87654321  # the seed seeded_graph_def gives unseeded random ops (not shown as theirs)
+RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
+              "ParameterizedTruncatedNormal", "Multinomial", "RandomShuffle", "RandomGamma", "RandomPoisson",
+              "RandomPoissonV2", "RandomCrop")
+
+
+def seeded_graph_def(graph_def):
+    """A copy whose random ops all have a seed: one left at seed=0, seed2=0 (TensorFlow then draws
+    a new one every session) gets seed2 from a hash of its name. Runs become repeatable; a
+    stateful random op still draws new numbers on each run of one session."""
+    import zlib
+
+    if not any(n.op in RANDOM_OPS for n in graph_def.node):
+        return graph_def
+    copy = type(graph_def)()
+    copy.CopyFrom(graph_def)
+    for node in copy.node:
+        if node.op in RANDOM_OPS and not node.attr["seed"].i and not node.attr["seed2"].i:
+            node.attr["seed"].i = DEPLOY_SEED
+            node.attr["seed2"].i = zlib.crc32(node.name.encode("utf-8")) & 0x7FFFFFFF or 1
+    return copy
 
 
 # ------------------------------------------------------------------------------ report and command
+
+
+def diagnose(report, path, images, tolerance=ATOL, rtol=RTOL):
+    """Fill ``report.divergences``: the search runs on the first image at position 0 beside the
+    other images (a mirrored copy of it when it is the only one), whatever case failed worst, so
+    the answer depends on the graph and the images only."""
+    neighbours = images[1:] if len(images) > 1 else images[:1, ::-1]
+    try:
+        report.divergences = divergences(path, images[:1], neighbours, tolerance=tolerance, rtol=rtol, position=0)
+        if not report.divergences:
+            report.divergence_note = "first divergence: no float tensor departs beyond tolerance (non-float outputs differ)"
+    except DeployError as e:
+        report.divergence_note = "first divergence: not found ({})".format(e)
+    return report
 
 
 def format_report(report):
@@ -404,9 +475,9 @@ def format_report(report):
                                                      w.get("position"), w.get("neighbours")))
         if o.stochastic:
             lines.append("    stochastic: two alone runs of the same image differ by {:.3g}".format(o.stochastic_diff))
-    if report.divergence:
-        lines += ["", str(report.divergence)] + (["  " + report.divergence.hint] if report.divergence.hint else [])
-    elif report.divergence_note:
+    for k, div in enumerate(report.divergences):
+        lines += ["", str(div) if k == 0 else "also " + str(div)[len("first "):]] + (["  " + div.hint] if div.hint else [])
+    if not report.divergences and report.divergence_note:
         lines += ["", report.divergence_note]
     return "\n".join(lines)
 
@@ -430,8 +501,6 @@ def _images(shape, samples, dataset, seed):
 def consistency_command(model_path, batch_sizes=(2, 8), samples=4, dataset=None, tolerance=None, format="text", seed=0):
     """``deploy consistency``: (text, exit code): 0 consistent, 3 inconsistent or stochastic, 1 bad input (text
     is then ``deploy: error: ...``, or ``{"status": "error", ...}`` in json)."""
-    import numpy as np
-
     try:
         path = Path(model_path)
         try:
@@ -450,16 +519,7 @@ def consistency_command(model_path, batch_sizes=(2, 8), samples=4, dataset=None,
         images, source = _images(backend.input_shape, samples, dataset, seed)
         report = batch_consistency(backend, images, sizes, tolerance=tol, seed=seed, source=source, model=str(path))
         if not report.passed and backend.name == "tensorflow":
-            if report.replay is None:  # random only (no failing batch kept): any batch shows the random node
-                batch, p = np.concatenate([images[:1], images[1:2] if len(images) > 1 else images[:1, ::-1]]), 0
-            else:
-                batch, p = report.replay[:2]
-            try:
-                report.divergence = first_divergence(path, batch[p:p + 1], np.delete(batch, p, axis=0), tolerance=tol, position=p)
-                if report.divergence is None:
-                    report.divergence_note = "first divergence: no float tensor departs beyond tolerance (non-float outputs differ)"
-            except DeployError as e:
-                report.divergence_note = "first divergence: not found ({})".format(e)
+            diagnose(report, path, images, tol)
     except DeployError as e:
         if format == "json":
             return json.dumps({"status": "error", "error": e.message, "code": e.code}, indent=2), e.code

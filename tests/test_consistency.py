@@ -249,3 +249,35 @@ def test_command_with_dataset_folder(tmp_path):
     Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(flat / "one.png")
     text, code = consistency_command(bn_graph(tmp_path / "infer.pb", is_training=False), "2", 4, dataset=flat)
     assert code == 0 and "(1 image)" in text
+
+
+@pytest.mark.tf
+def test_diagnosis_is_a_pure_function_of_graph_and_seed_and_names_both_causes(tmp_path):
+    """Unseeded dropout and training-mode batch norm in one graph: the same answer every run, both
+    causes in graph order (batch norm before dropout)."""
+    path = bn_graph(tmp_path / "train.pb", is_training=True, dropout=True)
+    texts = {consistency_command(path, "2,8", 3)[0] for _ in range(4)}
+    assert len(texts) == 1, texts
+    text = texts.pop()
+    first = text.index("first divergence at bn/FusedBatchNormV3 (FusedBatchNormV3, is_training=true): max abs diff")
+    also = text.index("also divergence at dropout/random_uniform/RandomUniform (RandomUniform): stochastic")
+    assert first < also
+    d = json.loads(consistency_command(path, "2,8", 3, format="json")[0])
+    assert [(x["node"], x["reason"]) for x in d["divergences"]] == [
+        ("bn/FusedBatchNormV3", "batch-dependent"), ("dropout/random_uniform/RandomUniform", "stochastic")]
+    assert d["first_divergence"]["node"] == "bn/FusedBatchNormV3"
+
+
+@pytest.mark.tf
+def test_seeded_graph_def_leaves_seeded_ops_and_the_file_alone(tmp_path):
+    from pipeline.consistency import DEPLOY_SEED, seeded_graph_def
+    from pipeline.tf.graph import load_graph_def
+
+    path = bn_graph(tmp_path / "train.pb", is_training=True, dropout=True)
+    original = path.read_bytes()
+    graph_def = load_graph_def(path)
+    seeded = seeded_graph_def(graph_def)
+    random = [n for n in seeded.node if n.op == "RandomUniform"]
+    assert random and all(n.attr["seed"].i == DEPLOY_SEED and n.attr["seed2"].i for n in random)
+    assert all(n.attr["seed"].i == 0 for n in graph_def.node if n.op == "RandomUniform")  # a copy
+    assert path.read_bytes() == original
