@@ -56,16 +56,13 @@ def _tf_graph(path, io):
     """(tf, graph_def, io, imported graph, input tensor); io as given, else io.json next to the graph
     (deploy's freeze stage writes it), else ``infer_io``."""
     from pipeline.tf import import_tf
-    from pipeline.tf.graph import infer_io, load_graph_def
+    from pipeline.tf.graph import infer_io, load_graph_def, read_io_json, seeded_graph_def
 
     tf = import_tf()
     graph_def = seeded_graph_def(load_graph_def(path))
     side, where = Path(path).parent / "io.json", "io"
     if io is None and side.is_file():
-        try:
-            io, where = json.loads(side.read_text()), str(side)
-        except (OSError, ValueError) as e:
-            raise DeployError("{}: cannot read ({}); delete it to let deploy infer the graph's inputs".format(side, e))
+        io, where = read_io_json(side), str(side)
     io = io or infer_io(graph_def)
     names = {n.name for n in graph_def.node}
     missing = [s["name"] for s in io["inputs"] + io["outputs"] if s["name"].split(":")[0] not in names]
@@ -312,6 +309,8 @@ def _key_attrs(node, consts):
         from tensorflow.python.framework import tensor_util
 
         out["axis"] = np.atleast_1d(tensor_util.MakeNdarray(axes.attr["value"].tensor)).tolist()
+    from pipeline.tf.graph import DEPLOY_SEED
+
     if "seed" in node.attr and node.attr["seed"].i != DEPLOY_SEED:
         out.update({k: node.attr[k].i for k in ("seed", "seed2") if k in node.attr and node.attr[k].i})
     return out
@@ -412,29 +411,6 @@ def divergences(graph_def_path, image, neighbours, io=None, tolerance=ATOL, rtol
         attrs = _key_attrs(node, consts)
         out.append(Divergence(node.name, node.op, t.name, attrs, reason, abs_d, rel_d, _hint(node.op, attrs, reason)))
     return out
-
-
-DEPLOY_SEED = 87654321  # the seed seeded_graph_def gives unseeded random ops (not shown as theirs)
-RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
-              "ParameterizedTruncatedNormal", "Multinomial", "RandomShuffle", "RandomGamma", "RandomPoisson",
-              "RandomPoissonV2", "RandomCrop")
-
-
-def seeded_graph_def(graph_def):
-    """A copy whose random ops all have a seed: one left at seed=0, seed2=0 (TensorFlow then draws
-    a new one every session) gets seed2 from a hash of its name. Runs become repeatable; a
-    stateful random op still draws new numbers on each run of one session."""
-    import zlib
-
-    if not any(n.op in RANDOM_OPS for n in graph_def.node):
-        return graph_def
-    copy = type(graph_def)()
-    copy.CopyFrom(graph_def)
-    for node in copy.node:
-        if node.op in RANDOM_OPS and not node.attr["seed"].i and not node.attr["seed2"].i:
-            node.attr["seed"].i = DEPLOY_SEED
-            node.attr["seed2"].i = zlib.crc32(node.name.encode("utf-8")) & 0x7FFFFFFF or 1
-    return copy
 
 
 # ------------------------------------------------------------------------------ report and command

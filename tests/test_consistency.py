@@ -270,7 +270,7 @@ def test_diagnosis_is_a_pure_function_of_graph_and_seed_and_names_both_causes(tm
 
 @pytest.mark.tf
 def test_seeded_graph_def_leaves_seeded_ops_and_the_file_alone(tmp_path):
-    from pipeline.consistency import DEPLOY_SEED, seeded_graph_def
+    from pipeline.tf.graph import DEPLOY_SEED, seeded_graph_def
     from pipeline.tf.graph import load_graph_def
 
     path = bn_graph(tmp_path / "train.pb", is_training=True, dropout=True)

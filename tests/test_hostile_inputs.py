@@ -135,3 +135,21 @@ def test_saved_model_with_truncated_variables(tmp_path, capsys):
                                             "truncated or corrupt (Read less bytes than requested); export it again".format(
                                                 tmp_path / "sm"))
     assert not (tmp_path / "runs" / "t" / "freeze" / "frozen.pb").exists()
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"inputs": "x", "outputs": []}',
+                                     '{"inputs": [{"tensor": "input:0"}], "outputs": [{"name": "output"}]}',
+                                     '{"model": "someone else\'s metadata"}'])
+@pytest.mark.parametrize("command", ["rewrite", "consistency", "unfreeze"])
+def test_foreign_or_malformed_io_json_beside_a_model(content, command, tmp_path, capsys):
+    """io.json beside frozen.pb is read as the graph's inputs and outputs: one that is not deploy's
+    is a one-line error naming it, never a KeyError."""
+    model = tmp_path / "frozen.pb"
+    model.write_bytes(_graph_def_bytes())
+    (tmp_path / "io.json").write_text(content)
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main([str(a) for a in COMMANDS[command](model, out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and err[-1].startswith("deploy: error: {}: not deploy's io.json (".format(tmp_path / "io.json")), err
+    assert os.listdir(str(out)) == []

@@ -30,6 +30,7 @@ class Match:
     boundary: List[str] = field(default_factory=list)
     routes: tuple = ()  # routes the match explains; () = every route
     explains_only: bool = False
+    fed_by: List[str] = field(default_factory=list)  # placeholders fed at run time (a dropout's keep_prob)
 
 
 # ------------------------------------------------------------------------------ op families
@@ -130,6 +131,7 @@ def _dropout(graph):
             severity="warning",
             stochastic=True,
             boundary=[path[-1]],  # the op that applies the mask
+            fed_by=sorted(set(keep_prob)),
         ))
     return matches
 

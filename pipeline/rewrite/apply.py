@@ -9,7 +9,6 @@ After each pass the outputs are compared on real inputs:
 A pass that fails its comparison fails the rewrite (StageFailed); nothing is written.
 """
 
-import json
 from pathlib import Path
 
 from pipeline.errors import DeployError, StageFailed
@@ -22,8 +21,9 @@ def graph_io(graph, path, outputs=None):
     path = Path(path)
     for io_path in (path.with_name(path.stem + ".io.json"), path.parent / "io.json" if path.name == "frozen.pb" else None):
         if io_path is not None and io_path.exists():
-            with open(str(io_path)) as f:
-                io = json.load(f)
+            from pipeline.tf.graph import read_io_json
+
+            io = read_io_json(io_path)
             break
     else:
         io = None

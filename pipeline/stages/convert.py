@@ -10,20 +10,16 @@ from pipeline.stages import stage
     "convert",
     inputs={"frozen_graph": "freeze", "io": "freeze"},
     outputs={"onnx": "model.onnx", "comparison": "comparison.json"},
-    version=1,
+    version=2,
     uses=("target", "dataset"),
 )
 def convert(ctx):
     """Convert to ONNX (tf2onnx), run onnx.checker, compare with TensorFlow on dataset images."""
     opset = choose_opset(ctx.options.opset, ctx.target, converter_max_opset())
-    from pipeline.tf.graph import infer_io, load_graph_def
+    from pipeline.tf.graph import infer_io, load_graph_def, read_io_json
 
     graph_def = load_graph_def(ctx.inputs["frozen_graph"])
-    if "io" in ctx.inputs:
-        with open(str(ctx.inputs["io"])) as f:
-            io = json.load(f)
-    else:
-        io = infer_io(graph_def)
+    io = read_io_json(ctx.inputs["io"]) if "io" in ctx.inputs else infer_io(graph_def)
     model = to_onnx(graph_def, io, opset)
     import onnx
 
@@ -32,13 +28,19 @@ def convert(ctx):
     except onnx.checker.ValidationError as e:
         raise StageFailed("onnx.checker rejects the converted model: {}".format(str(e).splitlines()[0]))
     onnx.save(model, str(ctx.output("onnx")))
-    comparison = compare_with_tf(ctx, graph_def, io)
+    comparison, images = compare_with_tf(ctx, graph_def, io)
+    if comparison["max_abs_diff"] > ctx.options.tolerance:
+        from pipeline.tf.mismatch import explain_mismatch
+
+        comparison["why"] = explain_mismatch(ctx.inputs["frozen_graph"], graph_def, io, model, images,
+                                             ctx.options.tolerance)
     with open(str(ctx.output("comparison")), "w") as f:
         json.dump(comparison, f, indent=2, sort_keys=True)
     if comparison["max_abs_diff"] > ctx.options.tolerance:
         raise StageFailed(
-            "ONNX Runtime and TensorFlow outputs differ by {:.3g} (> stages.convert.tolerance {:g}) on {}".format(
-                comparison["max_abs_diff"], ctx.options.tolerance, comparison["inputs"]))
+            "ONNX Runtime and TensorFlow outputs differ by {:.3g} (> stages.convert.tolerance {:g}) on {}{}".format(
+                comparison["max_abs_diff"], ctx.options.tolerance, comparison["inputs"],
+                ": " + comparison["why"] if comparison["why"] else ""))
     ops = sorted({n.op_type for n in model.graph.node})
     return {
         "summary": "opset {}, {} nodes, max diff {:.2g}".format(opset, len(model.graph.node), comparison["max_abs_diff"]),
@@ -114,7 +116,16 @@ def compare_with_tf(ctx, graph_def, io):
     from pipeline.tf.graph import run_graph_def
 
     if len(io["inputs"]) != 1:
-        raise DeployError("convert compares models with one image input; this graph has {}".format(len(io["inputs"])))
+        from pipeline.tf.mismatch import keep_prob_input
+
+        names = [i["name"] for i in io["inputs"]]
+        keep_prob = keep_prob_input(ctx.inputs["frozen_graph"], names[1:])
+        if keep_prob:
+            raise DeployError("input {} is dropout's keep probability (a training-time input): the graph was frozen "
+                              "in training mode; strip the dropout (rewrite stage passes: [strip_dropout], or deploy "
+                              "rewrite --pass strip_dropout) or export with training=False".format(keep_prob))
+        raise DeployError("convert compares models with one image input; this graph has {} ({})".format(
+            len(names), ", ".join(names)))
     shape = io["inputs"][0]["shape"]
     if not shape or len(shape) != 4 or shape[1] is None or shape[2] is None:
         raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input".format(io["inputs"][0]["name"], shape))
@@ -133,4 +144,4 @@ def compare_with_tf(ctx, graph_def, io):
         "outputs": per_output,
         "max_abs_diff": max(v["max_abs_diff"] for v in per_output.values()),
         "runtimes": {"reference": "tensorflow", "candidate": session.label},
-    }
+    }, images

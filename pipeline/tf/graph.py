@@ -62,8 +62,59 @@ def run_graph_def(graph_def, io, feeds):
     tf = import_tf()
     graph = tf.Graph()
     with graph.as_default():
-        tf.graph_util.import_graph_def(graph_def, name="")
+        tf.graph_util.import_graph_def(seeded_graph_def(graph_def), name="")  # repeatable, whatever it holds
     fetches = [graph.get_tensor_by_name(o["name"] + ":0") for o in io["outputs"]]
     feed_dict = {graph.get_tensor_by_name(name + ":0"): value for name, value in feeds.items()}
     with tf.compat.v1.Session(graph=graph) as sess:
         return sess.run(fetches, feed_dict)
+
+
+DEPLOY_SEED = 87654321  # the seed seeded_graph_def gives unseeded random ops (not shown as theirs)
+RANDOM_OPS = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
+              "ParameterizedTruncatedNormal", "Multinomial", "RandomShuffle", "RandomGamma", "RandomPoisson",
+              "RandomPoissonV2", "RandomCrop")
+
+
+def seeded_graph_def(graph_def):
+    """A copy whose random ops all have a seed: one left at seed=0, seed2=0 (TensorFlow then draws
+    a new one every session) gets seed2 from a hash of its name. Runs become repeatable; a
+    stateful random op still draws new numbers on each run of one session."""
+    import zlib
+
+    if not any(n.op in RANDOM_OPS for n in graph_def.node):
+        return graph_def
+    copy = type(graph_def)()
+    copy.CopyFrom(graph_def)
+    for node in copy.node:
+        if node.op in RANDOM_OPS and not node.attr["seed"].i and not node.attr["seed2"].i:
+            node.attr["seed"].i = DEPLOY_SEED
+            node.attr["seed2"].i = zlib.crc32(node.name.encode("utf-8")) & 0x7FFFFFFF or 1
+    return copy
+
+
+def read_io_json(path):
+    """A graph's io.json (written by deploy's freeze and rewrite stages): {"inputs": [{"name", ...}],
+    "outputs": [...]}. One-line DeployError naming the file for anything else (a foreign or
+    malformed file beside a model)."""
+    import json
+
+    what = "{}: not deploy's io.json".format(path)
+    try:
+        with open(str(path), encoding="utf-8") as handle:
+            io = json.load(handle)
+    except (OSError, ValueError) as e:
+        raise DeployError("{} ({}); delete or move it to let deploy infer the graph's inputs and outputs".format(
+            what, " ".join(str(e).split())[:120])) from None
+    if not isinstance(io, dict):
+        raise DeployError("{} (a JSON {}, not an object with inputs and outputs); delete or move it".format(
+            what, type(io).__name__))
+    for key in ("inputs", "outputs"):
+        entries = io.get(key)
+        if not isinstance(entries, list) or not entries:
+            raise DeployError("{} (no {} list); delete or move it, or give the model's {} another way".format(
+                what, key, key))
+        for k, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+                raise DeployError("{} ({}[{}] has no name); delete or move it".format(what, key, k))
+            entry["name"] = entry["name"].split(":")[0] if entry["name"].endswith(":0") else entry["name"]
+    return io

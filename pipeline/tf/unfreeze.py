@@ -11,7 +11,6 @@ The frozen GraphDef is imported inside a ``tf.function`` with its weight constan
 The serving signature keeps the original input and output names.
 """
 
-import json
 from pathlib import Path
 
 from pipeline.errors import DeployError
@@ -48,13 +47,13 @@ def weight_constants(graph_def, scopes=None):
 def unfreeze(frozen_path, out_dir, scopes=None, io=None):
     """Write a trainable SavedModel for ``frozen_path``; returns {"variables": [...], "inputs", "outputs"}."""
     from pipeline.tf import import_tf
-    from pipeline.tf.graph import infer_io, load_graph_def
+    from pipeline.tf.graph import infer_io, load_graph_def, read_io_json
 
     tf = import_tf()
     graph_def = load_graph_def(frozen_path)
     if io is None:
         io_path = Path(frozen_path).with_name("io.json")
-        io = json.loads(io_path.read_text()) if io_path.exists() else infer_io(graph_def)
+        io = read_io_json(io_path) if io_path.exists() else infer_io(graph_def)
     names = weight_constants(graph_def, scopes)
     if not names:
         raise DeployError("{}: no weight constants to unfreeze{} (constants feeding Conv2D, MatMul, BiasAdd or "
