@@ -118,13 +118,13 @@ def cmd_consistency(args):
 
 def cmd_diff(args):
     """What changed between two graphs, matching nodes by structure (not by creation-order names)."""
-    import json
-
     from pipeline.diff import diff_models, format_text
+
+    from pipeline.errors import EXIT_DIFFERENT
 
     report = diff_models(args.a, args.b, args.signature)
     print(json.dumps(report.to_dict(), indent=2) if args.format == "json" else format_text(report))
-    return 0 if report.structurally_identical else 1
+    return 0 if report.structurally_identical else EXIT_DIFFERENT
 
 
 def cmd_unfreeze(args):
@@ -281,8 +281,8 @@ def build_parser():
     p.add_argument("--format", default="text", choices=("text", "json"))
 
     p = add("diff", cmd_diff)
-    p.add_argument("a", help="a frozen .pb/.pbtxt, SavedModel directory or .onnx")
-    p.add_argument("b", help="the model to compare it with (same kind)")
+    p.add_argument("a", help="a frozen .pb/.pbtxt, SavedModel directory, .keras/.h5, TF1 .meta or .onnx")
+    p.add_argument("b", help="the model to compare it with (same kind); exit 0: same structure, 4: different")
     p.add_argument("--format", default="text", choices=("text", "json"))
     p.add_argument("--signature", default="serving_default", help="SavedModel signature (default serving_default)")
 

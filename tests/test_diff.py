@@ -56,7 +56,7 @@ def test_changed_weights_added_nodes_and_changed_attributes(tmp_path):
     assert report.structurally_identical  # the concat axis is a constant input: its value differs
     assert [(v["a"], v["max_abs_diff"]) for v in report.values] == [("concat_2/axis", 4.0)]
     res = deploy("diff", base, tmp_path / "extra.pb", "--format", "json")
-    assert res.returncode == 1
+    assert res.returncode == 4  # different (1 is bad input)
     data = json.loads(res.stdout)
     assert data["added"] == ["Relu_2"] and data["structurally_identical"] is False
 
@@ -83,3 +83,156 @@ def test_onnx_diff_and_bad_input(tmp_path):
     (tmp_path / "notes.txt").write_text("not a model")
     res = deploy("diff", a, tmp_path / "notes.txt")
     assert res.returncode == 1 and res.stderr.startswith("deploy: error: ") and "notes.txt" in res.stderr
+
+
+def _branches(tmp_path, name, first="y"):
+    """a = relu(concat([x, y])), b = sigmoid(concat([x, z])), out = concat([a, b]): the two inner
+    concats are created in the order ``first`` says, so `concat` and `concat_1` swap."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x, y, z = (v1.placeholder(tf.float32, [None, 4], name=n) for n in ("x", "y", "z"))
+        if first == "y":
+            cy = tf.concat([x, y], axis=1)
+            cz = tf.concat([x, z], axis=1)
+        else:
+            cz = tf.concat([x, z], axis=1)
+            cy = tf.concat([x, y], axis=1)
+        tf.concat([tf.nn.relu(cy), tf.nn.sigmoid(cz)], axis=1, name="out")
+    path = tmp_path / name
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
+@pytest.mark.tf
+def test_alike_branches_created_in_the_other_order(tmp_path):
+    report = diff_models(_branches(tmp_path, "yz.pb", "y"), _branches(tmp_path, "zy.pb", "z"))
+    assert report.structurally_identical and not report.values and not report.changed, format_text(report)
+    assert report.renamed["concat"] == "concat_1" and report.renamed["concat_1"] == "concat"
+    text = format_text(report)
+    assert "swapped names (4), matched by structure:" in text and "concat ↔ concat_1" in text
+
+
+def _two_heads(tmp_path, name, order, classes=(3, 3)):
+    """Two structurally identical dense heads on one input; unnamed ops, weights differ."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 4], name="input")
+        outs = {}
+        for head in order:
+            w = np.full((4, classes[0 if head == "a" else 1]), 1.0 if head == "a" else 2.0, "float32")
+            outs[head] = tf.nn.softmax(tf.matmul(x, tf.constant(w)))
+        tf.identity(outs["a"], name="head_a")
+        tf.identity(outs["b"], name="head_b")
+    path = tmp_path / name
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
+@pytest.mark.tf
+def test_two_identical_heads_are_told_apart_by_structure_and_values(tmp_path):
+    report = diff_models(_two_heads(tmp_path, "ab.pb", "ab"), _two_heads(tmp_path, "ba.pb", "ba"))
+    assert report.structurally_identical and not report.values, format_text(report)  # no weight "changed" by a swap
+    assert report.renamed["MatMul"] == "MatMul_1" and report.renamed["MatMul_1"] == "MatMul"
+    res = deploy("diff", tmp_path / "ab.pb", tmp_path / "ba.pb")
+    assert res.returncode == 0
+
+
+@pytest.mark.tf
+def test_op_changed_in_place_and_shapes_of_changed_constants(tmp_path):
+    """AddV2 -> Add is one change; a 91 -> 5 class head shows its kernel's shape change."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    v1 = tf.compat.v1
+
+    def build(name, add, classes):
+        graph = tf.Graph()
+        with graph.as_default():
+            x = v1.placeholder(tf.float32, [None, 8], name="input")
+            h = tf.raw_ops.AddV2(x=x, y=tf.ones([8]), name="bias") if add == "AddV2" else \
+                tf.raw_ops.Add(x=x, y=tf.ones([8]), name="bias")
+            logits = tf.matmul(h, tf.constant(np.ones((8, classes), "float32")), name="logits/MatMul")
+            tf.reshape(logits, [-1, classes, 1], name="boxes")
+        (tmp_path / name).write_bytes(graph.as_graph_def().SerializeToString())
+        return tmp_path / name
+
+    report = diff_models(build("a.pb", "AddV2", 91), build("b.pb", "Add", 5))
+    ops = [c for c in report.changed if "op " in c["what"]]
+    assert [(c["a"], c["what"]) for c in ops] == [("bias", "op AddV2 → Add")]
+    assert not report.added and not report.removed
+    text = format_text(report)
+    assert "bias (AddV2): op AddV2 → Add" in text
+    assert "shape [8,91] → [8,5]" in text  # the kernel's shape
+    assert "boxes/shape: [-1,91,1] → [-1,5,1]" in text  # the reshape's target shape, by value
+    assert deploy("diff", tmp_path / "a.pb", tmp_path / "b.pb").returncode == 4
+
+
+@pytest.mark.tf
+def test_read_identities_of_convert_variables_to_constants_are_pass_through(tmp_path):
+    """TF1 convert_variables_to_constants keeps `<var>/read` Identity nodes; the same graph
+    without them (as optimize_for_inference writes it) is identical up to pass-through nodes."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 4], name="input")
+        w = v1.get_variable("dense/kernel", initializer=np.ones((4, 2), "float32"), use_resource=False)
+        tf.nn.relu(tf.matmul(x, w), name="output")
+        with v1.Session(graph=graph) as sess:
+            sess.run(v1.global_variables_initializer())
+            frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), ["output"])
+    assert any(n.name == "dense/kernel/read" for n in frozen.node)
+    (tmp_path / "with_read.pb").write_bytes(frozen.SerializeToString())
+    stripped = v1.GraphDef()
+    for node in frozen.node:
+        if node.name != "dense/kernel/read":
+            new = stripped.node.add()
+            new.CopyFrom(node)
+            new.input[:] = ["dense/kernel" if i == "dense/kernel/read" else i for i in node.input]
+    (tmp_path / "optimized.pb").write_bytes(stripped.SerializeToString())
+    report = diff_models(tmp_path / "with_read.pb", tmp_path / "optimized.pb")
+    assert report.structurally_identical and report.passthrough == {"removed": ["dense/kernel/read"], "added": []}
+    assert format_text(report).splitlines()[1] == "structurally identical up to pass-through nodes"
+    res = deploy("diff", tmp_path / "with_read.pb", tmp_path / "optimized.pb")
+    assert res.returncode == 0
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_keras_h5_models_from_fresh_sessions_match_by_structure(tmp_path):
+    """The same network saved from two sessions (conv2d_16 vs conv2d, dense_3 vs dense) with a
+    38 -> 44-class head: matched by structure, only the head reported."""
+    import keras
+
+    def build(path, classes, warm_up):
+        keras.backend.clear_session()
+        for _ in range(warm_up):  # earlier layers in the session push the default names on
+            keras.layers.Conv2D(1, 1)
+            keras.layers.Dense(1)
+        inp = keras.Input((16, 16, 3), name="image")
+        y = keras.layers.Conv2D(8, 3, activation="relu", kernel_initializer="ones")(inp)
+        y = keras.layers.Conv2D(8, 3, activation="relu", kernel_initializer="ones")(y)
+        y = keras.layers.GlobalAveragePooling2D()(y)
+        out = keras.layers.Dense(classes, activation="softmax", kernel_initializer="ones")(y)
+        keras.Model(inp, out).save(str(path))
+        return path
+
+    a = build(tmp_path / "a.h5", 38, warm_up=16)
+    b = build(tmp_path / "b.h5", 44, warm_up=0)
+    report = diff_models(a, b)
+    assert not report.added and not report.removed and not report.values, format_text(report)
+    assert sorted(c["what"] for c in report.changed) == ["shape [38] → [44]", "shape [8,38] → [8,44]"]
+    assert all("dense_16_1/" in c["a"] and "dense_1/" in c["b"] for c in report.changed), format_text(report)
+    assert any("conv2d_16_1/" in x and "conv2d_1/" in y for x, y in report.renamed.items())
+    res = deploy("diff", a, b)
+    assert res.returncode == 4 and "shape [8,38] → [8,44]" in res.stdout

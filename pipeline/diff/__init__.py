@@ -1,0 +1,197 @@
+"""`deploy diff A B`: what really changed between two graphs, matching nodes by structure, not name.
+
+TensorFlow names unnamed ops in creation order, so a rebuilt graph shows ``concat`` and
+``concat_1`` swapped although nothing changed; Keras numbers layers per session (``conv2d_16``
+in one, ``conv2d`` in the next). Nodes are matched by what they compute:
+
+1. Bottom-up structural hashes: a node's op, its attributes (those starting with ``_`` and names
+   left out) and its inputs' hashes, in order. Constants hash by dtype and shape, not value (so
+   changed weights still match, and are reported); pass-through Identity nodes are looked through
+   (a graph and its ``optimize_for_inference`` copy without the ``/read`` Identities match).
+   A hash found once on each side matches.
+2. From every matched pair outward: inputs slot by slot, consumers by hash and slot, wherever one
+   candidate is left on each side (so ``relu(concat(x, y))`` and ``sigmoid(concat(x, z))`` pair
+   their concats through the consumers, whatever the concats are called).
+3. What is still tied: names people chose (a name unique once ``_<n>`` suffixes are stripped,
+   see ``structure.reliable_names``), then the constants' values; TensorFlow's creation-order
+   names never decide. What remains tied is identical in structure and values.
+4. Changed nodes: an unmatched node sitting where an unmatched counterpart sits (same op with
+   matched inputs, or the same input slot of matched consumers): attributes, op or inputs differ.
+5. Constants through the nodes that read them.
+
+Everything left is added (only in B) or removed (only in A).
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from pipeline.errors import DeployError
+
+__all__ = ["DiffReport", "diff_models", "diff_graphs", "format_text"]
+
+
+@dataclass
+class DiffReport:
+    a: str
+    b: str
+    nodes: Dict[str, int]
+    renamed: Dict[str, str] = field(default_factory=dict)  # A name -> B name (matched, names differ)
+    added: List[str] = field(default_factory=list)  # B names
+    removed: List[str] = field(default_factory=list)  # A names
+    changed: List[dict] = field(default_factory=list)  # {"a", "b", "op", "what", "shape"}
+    values: List[dict] = field(default_factory=list)  # constants whose values differ
+    passthrough: Dict[str, List[str]] = field(default_factory=lambda: {"removed": [], "added": []})
+
+    @property
+    def structurally_identical(self):
+        return not (self.added or self.removed or self.changed)
+
+    @property
+    def swapped(self):
+        """Renames where a name of A is another node's name in B (``concat`` <-> ``concat_1``)."""
+        b_names = set(self.renamed.values())
+        return {x: y for x, y in self.renamed.items() if x in b_names}
+
+    def to_dict(self):
+        from pipeline.diff.report import by_scope
+
+        return {
+            "a": self.a, "b": self.b, "nodes": self.nodes,
+            "structurally_identical": self.structurally_identical,
+            "identical_up_to_renaming": self.structurally_identical and not self.values,
+            "identical_up_to_pass_through": bool(self.passthrough["removed"] or self.passthrough["added"]),
+            "renamed": self.renamed, "swapped": self.swapped, "added": self.added, "removed": self.removed,
+            "changed": self.changed, "values": self.values, "passthrough": self.passthrough,
+            "by_scope": by_scope(self),
+        }
+
+
+def diff_models(a_path, b_path, signature="serving_default"):
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        a, b = _load(a_path, signature), _load(b_path, signature)
+        if a.kind != b.kind:
+            raise DeployError("cannot diff a {} model ({}) with a {} model ({}); compare models of one kind".format(
+                a.kind, a_path, b.kind, b_path))
+        return diff_graphs(a, b)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(path, signature):
+    """A DiffGraph: straight from the GraphDef for a frozen graph, through the reader otherwise."""
+    from pathlib import Path
+
+    from pipeline.diff.structure import from_graph_def, from_view
+    from pipeline.graph.readers import read_model
+
+    path = Path(path)
+    if path.is_file() and path.suffix.lower() in (".pb", ".pbtxt", ".graphdef"):
+        from pipeline.graph import proto
+        from pipeline.graph.readers import sniff_protobuf
+
+        if sniff_protobuf(path, "text" if path.suffix.lower() == ".pbtxt" else "binary") == "binary":
+            graph_def = proto.GraphDef()
+            try:
+                graph_def.ParseFromString(path.read_bytes())
+            except Exception:  # not a GraphDef: the reader says what it is or what is wrong
+                graph_def = None
+            if graph_def is not None and graph_def.node and not graph_def.library.function and \
+                    all(n.name and n.op for n in graph_def.node[:3]):
+                return from_graph_def(graph_def, str(path), _io_outputs(path))
+    return from_view(read_model(path, signature))
+
+
+def _io_outputs(path):
+    """Output node names from the io.json beside a frozen graph, or None."""
+    from pathlib import Path
+
+    path = Path(path)
+    side = path.with_name(path.stem + ".io.json")
+    if not side.is_file() and path.name == "frozen.pb":
+        side = path.parent / "io.json"
+    if not side.is_file():
+        return None
+    from pipeline.tf.graph import read_io_json
+
+    return [o["name"] for o in read_io_json(side)["outputs"]]
+
+
+def diff_graphs(a, b):
+    """Diff two DiffGraphs (pipeline.diff.structure) or two graph views."""
+    from pipeline.diff.match import Matcher
+    from pipeline.diff.report import differences, value_change
+    from pipeline.diff.structure import DiffGraph, from_view, prepare
+
+    a = a if isinstance(a, DiffGraph) else from_view(a)
+    b = b if isinstance(b, DiffGraph) else from_view(b)
+    prepare(a)
+    prepare(b)
+    match = Matcher(a, b).run()
+    skip_a, skip_b = set(a.passthrough), set(b.passthrough)
+    report = DiffReport(a.source, b.source, {"a": len(a.names), "b": len(b.names)})
+    matched_b = set(match.values())
+    report.removed = [a.names[i] for i in range(len(a.names)) if i not in match and i not in skip_a]
+    report.added = [b.names[j] for j in range(len(b.names)) if j not in matched_b and j not in skip_b]
+    _pair_passthrough(a, b, match)
+    matched_b = set(match.values())
+    report.passthrough = {"removed": [a.names[i] for i in sorted(skip_a) if i not in match],
+                          "added": [b.names[j] for j in sorted(skip_b) if j not in matched_b]}
+    names_a, names_b, hashes_a, hashes_b, inputs_a, inputs_b = a.names, b.names, a.hashes, b.hashes, a.inputs, b.inputs
+    for i in sorted(match):
+        j = match[i]
+        if names_a[i] != names_b[j]:
+            report.renamed[names_a[i]] = names_b[j]
+        if a.const[i]:
+            change = value_change(a, b, i, j)
+            if change and change["shape"]["a"] != change["shape"]["b"]:  # another tensor shape flows: structure
+                report.changed.append({"a": change["a"], "b": change["b"], "op": a.ops[i], "what": "shape {} → {}".format(
+                    *_const_shapes(change)), "shape": None})
+            elif change:
+                report.values.append(change)
+            continue
+        if hashes_a[i] == hashes_b[j] and [match.get(p) for p, _ in inputs_a[i]] == [q for q, _ in inputs_b[j]]:
+            continue  # same op, attributes and inputs: nothing to say
+        what = differences(a, b, i, j, match)
+        if what:
+            report.changed.append({"a": a.names[i], "b": b.names[j], "op": a.ops[i], "what": what,
+                                   "shape": _shapes(a, b, i, j)})
+    return report
+
+
+def _pair_passthrough(a, b, match):
+    """Pass-through nodes on both sides that read matched tensors pair up (in file order)."""
+    readers_b = {}
+    for j in b.passthrough:
+        readers_b.setdefault(b.inputs[j][0] if b.inputs[j] else None, []).append(j)
+    for i in a.passthrough:
+        if not a.inputs[i]:
+            continue
+        p, port = a.inputs[i][0]
+        if p in match:
+            free = readers_b.get((match[p], port))
+            if free:
+                match[i] = free.pop(0)
+
+
+def _const_shapes(change):
+    from pipeline.diff.report import _dims, _flat
+
+    if "values" in change:  # a small constant (a reshape's target shape): its values say more
+        return _flat(change["values"]["a"]), _flat(change["values"]["b"])
+    return _dims(change["shape"]["a"]), _dims(change["shape"]["b"])
+
+
+def _shapes(a, b, i, j):
+    sa, sb = a.shapes.get(i), b.shapes.get(j)
+    return None if sa is None and sb is None else {"a": sa, "b": sb}
+
+
+def format_text(report, limit=20):
+    from pipeline.diff.report import format_text as text
+
+    return text(report, limit)

@@ -1,0 +1,166 @@
+"""What a diff found, in words: attribute and op changes with their values, constants with their
+shapes, every swap of a creation-order name, and the changes by scope."""
+
+from collections import OrderedDict
+
+SMALL = 16  # constants up to this many values are printed ([1,1917,1,4] -> [1,1917,5])
+
+
+def differences(a, b, i, j, match):
+    """What differs between matched nodes A[i] and B[j]: op, attributes (with values), inputs."""
+    from pipeline.diff.structure import attr_signature
+
+    what = []
+    if a.ops[i] != b.ops[j]:
+        what.append("op {} → {}".format(a.ops[i], b.ops[j]))
+    if a.sigs[i] != b.sigs[j] and a.ops[i] == b.ops[j]:
+        xa, xb = a.attrs_of(i), b.attrs_of(j)
+        changes = []
+        for key in sorted(set(xa) | set(xb)):
+            if key.startswith("_"):
+                continue
+            va, vb = attr_signature("", {key: xa[key]} if key in xa else {}), attr_signature("", {key: xb[key]} if key in xb else {})
+            if va != vb:
+                changes.append("{} {} → {}".format(key, _short(xa.get(key)), _short(xb.get(key))))
+        what.append("attributes: " + "; ".join(changes or ["?"]))
+    ia, ib = a.inputs[i], b.inputs[j]
+    if len(ia) != len(ib) or any(match.get(p) != q or pa != qb for (p, pa), (q, qb) in zip(ia, ib)):
+        what.append("inputs")
+    return ", ".join(what)
+
+
+def _short(value):
+    if value is None:
+        return "(none)"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return "tensor {} {}".format(value.dtype, _dims(value.shape))
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _dims(shape):
+    return "[" + ",".join("?" if d is None or d == -1 else str(d) for d in (shape or ())) + "]"
+
+
+def value_change(a, b, i, j):
+    """{"a", "b", "max_abs_diff", "shape": {"a", "b"}, "values": {...} for small ones} or None."""
+    import numpy as np
+
+    from pipeline.diff.match import _tensor_bytes
+
+    ta, tb = a.tensors.get(i), b.tensors.get(j)
+    if ta is None or tb is None or _tensor_bytes(ta) == _tensor_bytes(tb):
+        return None
+    xa, xb = _array(ta), _array(tb)
+    if xa is None or xb is None:
+        return None
+    entry = {"a": a.names[i], "b": b.names[j], "max_abs_diff": None,
+             "shape": {"a": list(xa.shape), "b": list(xb.shape)}}
+    if xa.shape == xb.shape and xa.dtype.kind in "fiub" and xb.dtype.kind in "fiub":
+        diff = float(np.max(np.abs(xa.astype("float64") - xb.astype("float64")))) if xa.size else 0.0
+        if not diff:
+            return None
+        entry["max_abs_diff"] = diff
+    elif xa.shape == xb.shape and np.array_equal(xa, xb):
+        return None
+    else:
+        entry["max_abs_diff"] = float("inf") if xa.shape == xb.shape else None
+    if xa.size <= SMALL and xb.size <= SMALL:
+        entry["values"] = {"a": xa.tolist(), "b": xb.tolist()}
+    return entry
+
+
+def _array(value):
+    if hasattr(value, "array"):
+        return value.array()
+    from pipeline.graph.view import decode_tf_tensor
+
+    decoded = decode_tf_tensor(value)
+    return decoded.array() if decoded is not None else None
+
+
+# ------------------------------------------------------------------------------ text
+
+
+def _scope(name):
+    parts = name.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def by_scope(report):
+    scopes = OrderedDict()
+    for kind, names in (("added", report.added), ("removed", report.removed),
+                        ("changed", [c["a"] for c in report.changed]), ("values", [v["a"] for v in report.values])):
+        for name in names:
+            scopes.setdefault(_scope(name), OrderedDict((k, 0) for k in ("added", "removed", "changed", "values")))[kind] += 1
+    return scopes
+
+
+def _value_text(v):
+    if "values" in v and v["shape"]["a"] != v["shape"]["b"]:
+        return "{}: {} → {}".format(v["a"], _flat(v["values"]["a"]), _flat(v["values"]["b"]))
+    if v["shape"]["a"] != v["shape"]["b"]:
+        return "{}: shape {} → {}".format(v["a"], _dims(v["shape"]["a"]), _dims(v["shape"]["b"]))
+    if "values" in v:
+        return "{}: {} → {}".format(v["a"], _flat(v["values"]["a"]), _flat(v["values"]["b"]))
+    return "{} {}: max abs diff {:.3g}".format(v["a"], _dims(v["shape"]["a"]), v["max_abs_diff"])
+
+
+def _flat(values):
+    return "[" + ",".join(str(x) for x in (values if isinstance(values, list) else [values])) + "]"
+
+
+def _changed_text(c):
+    shape = c.get("shape")
+    extra = ""
+    if shape and shape["a"] != shape["b"]:
+        extra = "; shape {} → {}".format(",".join(map(_dims, shape["a"] or [])), ",".join(map(_dims, shape["b"] or [])))
+    name = c["a"] if c["a"] == c["b"] else "{} ↔ {}".format(c["a"], c["b"])
+    return "{} ({}): {}{}".format(name, c["op"], c["what"], extra)
+
+
+def _grouped(pairs, limit):
+    """Rename lines; past ``limit``, one line per scope with its count."""
+    lines = ["  {} ↔ {}".format(x, y) for x, y in pairs]
+    if len(lines) <= limit:
+        return lines
+    scopes = OrderedDict()
+    for x, _ in pairs:
+        scopes[_scope(x)] = scopes.get(_scope(x), 0) + 1
+    return ["  {}/...: {} renamed".format(s, n) if "/" in s or n > 1 else "  {}: 1 renamed".format(s)
+            for s, n in scopes.items()]
+
+
+def format_text(report, limit=20):
+    lines = ["{} ({} nodes) vs {} ({} nodes)".format(report.a, report.nodes["a"], report.b, report.nodes["b"])]
+    through = report.passthrough["removed"] or report.passthrough["added"]
+    if report.structurally_identical:
+        lines.append("structurally identical" + (" up to renaming" if report.renamed else "") +
+                     (" and pass-through nodes" if through and report.renamed else " up to pass-through nodes" if through else "") +
+                     (", {} constant(s) with different values".format(len(report.values)) if report.values else ""))
+    else:
+        lines.append("different: {} added, {} removed, {} changed, {} constant(s) with different values".format(
+            len(report.added), len(report.removed), len(report.changed), len(report.values)))
+    swapped = report.swapped
+    if swapped:  # every one: these are the renames that mislead a name-based diff
+        lines += ["", "swapped names ({}), matched by structure:".format(len(swapped))]
+        lines += _grouped(list(swapped.items()), 200)
+    other = [(x, y) for x, y in report.renamed.items() if x not in swapped]
+    if other:
+        lines += ["", "renamed ({}):".format(len(other))] + _grouped(other, limit)
+    for title, names in (("pass-through nodes only in A", report.passthrough["removed"]),
+                         ("pass-through nodes only in B", report.passthrough["added"])):
+        if names:
+            lines += ["", "{} ({}): {}{}".format(title, len(names), ", ".join(names[:5]),
+                                                 " ..." if len(names) > 5 else "")]
+    for title, rows in (("added", report.added), ("removed", report.removed),
+                        ("changed", [_changed_text(c) for c in report.changed]),
+                        ("values", [_value_text(v) for v in report.values])):
+        if rows:
+            lines += ["", "{} ({}):".format(title, len(rows))] + ["  " + r for r in rows[:limit]]
+            lines += ["  ... {} more (--format json lists all)".format(len(rows) - limit)] if len(rows) > limit else []
+    scopes = by_scope(report)
+    if scopes and not report.structurally_identical:
+        lines += ["", "by scope (added / removed / changed / values):"]
+        lines += ["  {:<40} {added} / {removed} / {changed} / {values}".format(s, **c) for s, c in scopes.items()]
+    return "\n".join(lines)

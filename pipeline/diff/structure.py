@@ -1,0 +1,223 @@
+"""The small structure `deploy diff` matches on: per node its op, inputs (resolved through
+pass-through Identity nodes), consumers, an attribute signature and a bottom-up structural hash.
+
+Built straight from a frozen GraphDef (one pass over the protobuf: the fast path for big graphs)
+or from any graph view deploy reads (SavedModel, Keras, ONNX).
+"""
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+PASS_THROUGH = frozenset(["Identity", "Snapshot"])  # one input in, the same tensor out
+_SUFFIX = re.compile(r"_\d+(?=/|$)")
+
+
+@dataclass
+class DiffGraph:
+    source: str
+    kind: str  # tensorflow | onnx
+    names: List[str]  # node keys, file order
+    ops: List[str]
+    sigs: List[int]  # attribute signature (constants: dtype and shape, not values)
+    inputs: List[tuple]  # per node: ((producer index, port), ...), through pass-through nodes
+    const: List[bool]
+    passthrough: List[int] = field(default_factory=list)  # indices of Identity nodes bypassed
+    outputs: List[int] = field(default_factory=list)
+    tensors: Dict[int, object] = field(default_factory=dict)  # const index -> TensorProto / TensorValue
+    attrs_of: object = None  # index -> decoded attribute dict (for the report)
+    shapes: Dict[int, list] = field(default_factory=dict)  # index -> output shape, where the file says
+    hashes: Optional[List[int]] = None
+    consumers: Optional[List[list]] = None
+
+    def index(self):
+        return {name: i for i, name in enumerate(self.names)}
+
+
+def reliable_names(names):
+    """Indices of names people chose: a name whose form without ``_<n>`` suffixes (TensorFlow's
+    ``concat_1``, Keras's ``conv2d_16``) is unique in its graph. ``concat``/``concat_1`` and
+    ``dense/kernel``/``dense_1/kernel`` are creation-order names; ``input``, ``logits`` and
+    ``block1/conv/Conv2D`` are not."""
+    forms = {}
+    for i, name in enumerate(names):
+        forms.setdefault(_SUFFIX.sub("", name), []).append(i)
+    return {group[0] for form, group in forms.items() if len(group) == 1 and _SUFFIX.sub("", names[group[0]]) ==
+            names[group[0]]}
+
+
+def from_graph_def(graph_def, source, outputs=None):
+    """The fast path: a frozen GraphDef without a function library. ``outputs``: node names (None:
+    the nodes nothing reads)."""
+    names, ops, sigs, raw_inputs, const, tensors, shapes = [], [], [], [], [], {}, {}
+    consumed = set()
+    for i, nd in enumerate(graph_def.node):
+        name, op = nd.name, nd.op
+        names.append(name)
+        ops.append(op)
+        data = []
+        for t in nd.input:
+            if t[:1] == "^":
+                consumed.add(t[1:])
+            else:
+                data.append(t)
+                consumed.add(t.partition(":")[0])
+        raw_inputs.append(data)
+        attr = nd.attr
+        if op == "Const":
+            value = attr["value"].tensor
+            tensors[i] = value
+            sigs.append(hash((op, value.dtype, tuple(d.size for d in value.tensor_shape.dim))))
+            const.append(True)
+            continue
+        const.append(False)
+        private = [k for k in attr if k[:1] == "_"]
+        if private:
+            if "_output_shapes" in attr:
+                shapes[i] = [[d.size for d in s.dim] for s in attr["_output_shapes"].list.shape]
+            sigs.append(hash((op, tuple((k, attr[k].SerializeToString(deterministic=True)) for k in sorted(attr)
+                                        if k[:1] != "_"))))
+        else:  # the node's bytes without its name, inputs and device: op and attributes
+            nd.ClearField("name")
+            nd.ClearField("input")
+            nd.ClearField("device")
+            sigs.append(hash(nd.SerializeToString(deterministic=True)))
+    index = {name: i for i, name in enumerate(names)}
+    if outputs is None:
+        outputs = [n for n in names if n not in consumed]
+
+    def attrs_of(i):
+        from pipeline.graph.view import decode_node_def_attrs
+
+        return decode_node_def_attrs(graph_def.node[i])
+
+    g = DiffGraph(source, "tensorflow", names, ops, sigs, [], const, tensors=tensors, attrs_of=attrs_of, shapes=shapes)
+    _resolve(g, raw_inputs, index, _tf_producer, outputs)
+    return g
+
+
+def from_view(graph):
+    """Any graph view (pipeline.graph.view.Graph): SavedModels, Keras, ONNX, graphs with functions."""
+    names, ops, sigs, raw_inputs, const, tensors, attrs = [], [], [], [], [], {}, []
+    if graph.kind == "onnx":
+        for i, name in enumerate(graph.inputs):
+            _add(names, ops, sigs, raw_inputs, const, attrs, "input:" + name, "Input", [],
+                 {"position": i, "dtype": graph.tensor_types.get(name)})
+        for name, tensor in (getattr(graph, "initializers", None) or {}).items():
+            tensors[len(names)] = tensor
+            _add(names, ops, sigs, raw_inputs, const, attrs, "init:" + name, "Initializer", [], {"value": tensor})
+    for node in graph.nodes.values():
+        if node.op == "Const":
+            tensors[len(names)] = node.attrs.get("value")
+        _add(names, ops, sigs, raw_inputs, const, attrs, node.name, node.op, [t for t in node.inputs if t], node.attrs,
+             getattr(node, "domain", ""))
+    index = {name: i for i, name in enumerate(names)}
+    g = DiffGraph(str(graph.source), graph.kind, names, ops, sigs, [], const, tensors=tensors,
+                  attrs_of=lambda i: attrs[i])
+    if graph.kind == "onnx":
+        producer = _onnx_producer(graph, index)
+        outputs = [graph.producer_name(t) for t in graph.outputs]
+    else:
+        producer, outputs = _tf_producer, [t.partition(":")[0] for t in graph.outputs]
+    _resolve(g, raw_inputs, index, producer, [o for o in outputs if o])
+    return g
+
+
+def _add(names, ops, sigs, raw_inputs, const, attrs, name, op, inputs, node_attrs, domain=""):
+    names.append(name)
+    ops.append(op)
+    raw_inputs.append(inputs)
+    attrs.append(node_attrs)
+    const.append(op in ("Const", "Initializer"))
+    sigs.append(hash((op, domain, attr_signature(op, node_attrs))))
+
+
+def attr_signature(op, attrs):
+    """Decoded attributes as a hashable tuple: names starting with ``_`` left out, tensors by
+    dtype and shape (not values)."""
+    if op == "Input":
+        return ("input", attrs.get("position"), attrs.get("dtype"))
+    items = []
+    for key in sorted(attrs):
+        if key.startswith("_"):
+            continue
+        value = attrs[key]
+        if hasattr(value, "nbytes") and hasattr(value, "dtype"):
+            value = ("tensor", value.dtype, tuple(value.shape or ()))
+        items.append((key, repr(value)))
+    return tuple(items)
+
+
+def _tf_producer(tensor, index):
+    name, _, port = tensor.partition(":")
+    return index.get(name), int(port) if port.isdigit() else 0
+
+
+def _onnx_producer(graph, index):
+    def producer(tensor, _):
+        for prefix in ("init:", "input:"):
+            if prefix + tensor in index:
+                return index[prefix + tensor], 0
+        node = graph.producer(tensor)
+        return (index.get(node.name), list(node.outputs).index(tensor)) if node is not None else (None, 0)
+
+    return producer
+
+
+def _resolve(g, raw_inputs, index, producer, outputs):
+    """Inputs as (producer index, port), through pass-through nodes (not the graph's outputs)."""
+    outs = {index[o] for o in (outputs or ()) if o in index}
+    resolved = [[producer(t, index) for t in ins] for ins in raw_inputs]
+    bypass = {i for i, op in enumerate(g.ops) if op in PASS_THROUGH and len(resolved[i]) == 1 and i not in outs
+              and resolved[i][0][0] is not None}
+
+    def through(p, port):
+        hops = 0
+        while p in bypass and port == 0 and hops < 10000:
+            p, port = resolved[p][0]
+            hops += 1
+        return p, port
+
+    g.inputs = [tuple(through(p, port) for p, port in ins if p is not None) for ins in resolved]
+    g.passthrough = sorted(bypass)
+    g.outputs = sorted(outs)
+
+
+def prepare(g):
+    """Consumers and bottom-up hashes (a node's op and attributes with its inputs' hashes)."""
+    n = len(g.names)
+    skip = set(g.passthrough)
+    consumers = [[] for _ in range(n)]
+    for i, ins in enumerate(g.inputs):
+        if i in skip:
+            continue
+        for slot, (p, _) in enumerate(ins):
+            consumers[p].append((i, slot))
+    g.consumers = consumers
+    hashes = [None] * n
+    sigs, inputs = g.sigs, g.inputs
+    for i in range(n):  # most graphs are stored inputs first: one pass does nearly all
+        parts = []
+        for p, port in inputs[i]:
+            h = hashes[p]
+            if h is None:
+                break
+            parts.append((h, port))
+        else:
+            hashes[i] = hash((sigs[i], tuple(parts)))
+    for root in range(n):
+        if hashes[root] is not None:
+            continue
+        stack, open_ = [root], {root}
+        while stack:
+            i = stack[-1]
+            pending = [p for p, _ in inputs[i] if hashes[p] is None and p not in open_]
+            if pending:
+                stack.extend(pending)
+                open_.update(pending)
+                continue
+            stack.pop()
+            # a loop's back edge (an input still open) hashes as a marker
+            hashes[i] = hash((sigs[i], tuple((hashes[p] if hashes[p] is not None else 0, port) for p, port in inputs[i])))
+    g.hashes = hashes
+    return g
