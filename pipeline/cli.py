@@ -132,9 +132,9 @@ def cmd_unfreeze(args):
     from pipeline.tf.unfreeze import unfreeze
 
     result = unfreeze(args.model, args.output, args.trainable_scopes.split(",") if args.trainable_scopes else None)
-    print("{}: {} variables ({} ...), input {}, outputs {}".format(
-        args.output, len(result["variables"]), ", ".join(result["variables"][:3]), result["inputs"][0],
-        ", ".join(result["outputs"])))
+    print("{}: {} variables, {} trainable ({} ...), input {}, outputs {}".format(
+        args.output, len(result["variables"]), len(result["trainable"]), ", ".join(result["variables"][:3]),
+        result["inputs"][0], ", ".join(result["outputs"])))
     return 0
 
 

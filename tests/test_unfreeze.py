@@ -54,8 +54,15 @@ def test_unfreeze_train_refreeze_and_diff(tmp_path):
     assert "variables" in res.stdout and "input input, outputs probabilities" in res.stdout
 
     loaded = tf.saved_model.load(str(tmp_path / "unfrozen"))
-    variables = list(loaded.weights)
-    assert {v.name.split(":")[0] for v in variables} >= {"conv/kernel", "probabilities/kernel"}
+    variables = list(loaded.trainable_variables)  # the reusable-SavedModel convention (TF Hub)
+    trainable = {v.name.split(":")[0] for v in variables}
+    assert trainable == {"conv/kernel", "conv/bias", "bn/gamma", "bn/beta", "probabilities/kernel",
+                         "probabilities/bias"}, trainable
+    frozen_stats = {v.name.split(":")[0] for v in loaded.variables} - trainable
+    assert frozen_stats == {"bn/moving_mean", "bn/moving_variance"}
+    assert all(not v.trainable for v in loaded.variables if v.name.split(":")[0] in frozen_stats)
+    out = loaded(tf.zeros([2, 32, 32, 3]), training=False)
+    assert out.shape == (2, 4)
     index = index_image_folder(tmp_path / "data", val_split=0)
     images = load_images([p for p, _ in index.train], 32)
     labels = np.array([label for _, label in index.train])
@@ -91,3 +98,126 @@ def test_unfreeze_bad_input(tmp_path):
     assert not (tmp_path / "out").exists()
     res = deploy("unfreeze", tmp_path / "missing.pb", "-o", tmp_path / "out")
     assert res.returncode == 1 and res.stderr.startswith("deploy: error: ")
+
+
+def _tf1_frozen(path):
+    """conv -> batch norm (inference, moving statistics) -> relu -> dense, TF1 variables, frozen
+    with convert_variables_to_constants: weights reach their ops through `<name>/read` Identities."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    rng = np.random.RandomState(0)
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 3], name="input")
+        kernel = v1.get_variable("conv/weights", initializer=rng.randn(3, 3, 3, 4).astype("float32") * 0.3,
+                                 use_resource=False)
+        y = tf.nn.conv2d(x, kernel, 1, "SAME")
+        stats = {n: v1.get_variable("bn/" + n, initializer=init, use_resource=False) for n, init in (
+            ("gamma", np.ones(4, "float32")), ("beta", np.zeros(4, "float32")),
+            ("moving_mean", rng.randn(4).astype("float32") * 0.1), ("moving_variance", np.ones(4, "float32")))}
+        y, _, _ = v1.nn.fused_batch_norm(y, stats["gamma"], stats["beta"], mean=stats["moving_mean"],
+                                         variance=stats["moving_variance"], is_training=False)
+        y = tf.reshape(tf.nn.relu(y), [-1, 8 * 8 * 4])
+        dense = v1.get_variable("logits/weights", initializer=rng.randn(256, 3).astype("float32") * 0.1,
+                                use_resource=False)
+        bias = v1.get_variable("logits/biases", initializer=np.zeros(3, "float32"), use_resource=False)
+        tf.nn.softmax(tf.matmul(y, dense) + bias, name="probabilities")
+        with v1.Session(graph=graph) as sess:
+            sess.run(v1.global_variables_initializer())
+            frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), ["probabilities"])
+    assert any(n.name == "conv/weights/read" for n in frozen.node)
+    path.write_bytes(frozen.SerializeToString())
+    return path
+
+
+def _train(tf, loaded, steps=12):
+    rng = np.random.RandomState(1)
+    images = tf.constant(rng.rand(12, 8, 8, 3).astype("float32"))
+    labels = rng.randint(0, 3, 12)
+    variables = list(loaded.trainable_variables)
+    optimizer = tf.keras.optimizers.Adam(0.05)
+    losses = []
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, loaded(images, training=True)))
+        grads = tape.gradient(loss, variables)
+        assert all(g is not None for g in grads), [v.name for v, g in zip(variables, grads) if g is None]
+        optimizer.apply_gradients(zip(grads, variables))
+        losses.append(float(loss))
+    assert losses[-1] < losses[0] * 0.9, losses
+
+
+def test_tf1_convert_variables_to_constants_graph(tmp_path):
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    frozen = _tf1_frozen(tmp_path / "frozen.pb")
+    res = deploy("unfreeze", frozen, "-o", tmp_path / "unfrozen")
+    assert res.returncode == 0, res.stderr
+    assert "7 variables, 5 trainable" in res.stdout
+    loaded = tf.saved_model.load(str(tmp_path / "unfrozen"))
+    assert {v.name.split(":")[0] for v in loaded.trainable_variables} == {
+        "conv/weights", "bn/gamma", "bn/beta", "logits/weights", "logits/biases"}
+    assert {v.name.split(":")[0] for v in loaded.variables if not v.trainable} == {"bn/moving_mean", "bn/moving_variance"}
+    _train(tf, loaded)
+
+
+def test_tf2_convert_variables_to_constants_v2_graph(tmp_path):
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    rng = np.random.RandomState(0)
+    kernel = tf.Variable(rng.randn(3, 3, 3, 4).astype("float32") * 0.3, name="conv/kernel")
+    dense = tf.Variable(rng.randn(256, 3).astype("float32") * 0.1, name="dense/kernel")
+    bias = tf.Variable(np.zeros(3, "float32"), name="dense/bias")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 3], tf.float32, name="input")])
+    def model(x):
+        y = tf.reshape(tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME")), [-1, 256])
+        return tf.nn.softmax(tf.matmul(y, dense) + bias, name="probabilities")
+
+    graph_def = convert_variables_to_constants_v2(model.get_concrete_function()).graph.as_graph_def()
+    assert any(n.op == "Identity" and "ReadVariableOp" in n.name for n in graph_def.node)
+    (tmp_path / "frozen.pb").write_bytes(graph_def.SerializeToString())
+    res = deploy("unfreeze", tmp_path / "frozen.pb", "-o", tmp_path / "unfrozen")
+    assert res.returncode == 0, res.stderr
+    loaded = tf.saved_model.load(str(tmp_path / "unfrozen"))
+    assert len(loaded.trainable_variables) == 3 and len(loaded.variables) == 3
+    _train(tf, loaded)
+
+
+def test_after_fold_batchnorm_every_weight_trains(tmp_path):
+    """The rewrite folds batch norm into the conv: the folded kernel and bias are trainable
+    (before, only the moving statistics became variables and training had no gradients)."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    frozen = _tf1_frozen(tmp_path / "frozen.pb")
+    folded = tmp_path / "folded.pb"
+    res = deploy("rewrite", frozen, "-t", "jetson_tx2", "-o", folded, "--pass", "fold_batchnorm")
+    assert res.returncode == 0, res.stderr
+    assert b"FusedBatchNormV3" not in folded.read_bytes()  # folded through the weights' /read Identities
+    res = deploy("unfreeze", folded, "-o", tmp_path / "unfrozen")
+    assert res.returncode == 0, res.stderr
+    loaded = tf.saved_model.load(str(tmp_path / "unfrozen"))
+    assert loaded.trainable_variables and all(v.trainable for v in loaded.variables)
+    _train(tf, loaded)
+
+
+def test_onnx_and_existing_output_are_clear_errors(tmp_path):
+    from onnx import TensorProto, helper, save
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    res = deploy("unfreeze", tmp_path / "m.onnx", "-o", tmp_path / "out")
+    assert res.returncode == 1 and res.stderr.startswith(
+        "deploy: error: {}: unfreeze reads TensorFlow frozen graphs; this is ONNX".format(tmp_path / "m.onnx"))
+    (tmp_path / "taken").write_text("x")
+    res = deploy("unfreeze", _tf1_frozen(tmp_path / "f.pb"), "-o", tmp_path / "taken")
+    assert res.returncode == 1 and "already exists as a file" in res.stderr

@@ -88,7 +88,12 @@ class TFGraph:
         return decode_tf_attr(node.attr[key]) if key in node.attr else default
 
     def const_value(self, node):
-        """The numpy value of a Const node (None for anything else)."""
+        """The numpy value of a Const node, also read through Identity nodes (TF1's ``<name>/read``);
+        None for anything else."""
+        hops = 0
+        while node is not None and node.op == "Identity" and len(node.input) == 1 and hops < 100:
+            node = self.producer(node.input[0])
+            hops += 1
         if node is None or node.op != "Const":
             return None
         from pipeline.graph.view import decode_tf_tensor

@@ -19,9 +19,11 @@ def load_graph_def(path):
         raise DeployError("{}: cannot read frozen graph: {}".format(path, e.strerror or e))
     if not data:
         raise DeployError("{}: file is empty; expected a frozen GraphDef".format(path))
+    from pipeline.graph.readers import sniff_protobuf
+
     graph_def = tf.compat.v1.GraphDef()
     try:
-        if path.suffix == ".pbtxt":
+        if sniff_protobuf(path, "text" if path.suffix == ".pbtxt" else "binary") == "text":
             text_format.Parse(data.decode("utf-8"), graph_def)
         else:
             graph_def.ParseFromString(data)
