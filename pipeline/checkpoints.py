@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pipeline.errors import DeployError
 
-FORMATS = ("a TF2 or TF1 checkpoint (prefix or directory), a Keras model (.keras), Keras weights "
-           "(.weights.h5, .h5) or a frozen graph (.pb)")
+FORMATS = ("a TF2 or TF1 checkpoint (prefix or directory), a SavedModel directory, a Keras model (.keras), Keras "
+           "weights (.weights.h5, .h5; a folder of them: the last), or a frozen graph (.pb)")
 _TF2_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _TF2_SKIP = re.compile(r"(^|/)(optimizer|_optimizer|save_counter|\.OPTIMIZER_SLOT|_CHECKPOINTABLE_OBJECT_GRAPH)(/|$)")
 
@@ -37,7 +37,21 @@ def read_weights(path):
         return _read_h5(_existing(path))
     if name.endswith(".pb") and path.is_file():
         return _read_pb(path)
+    if path.is_dir():
+        if (path / "saved_model.pb").is_file() and (path / "variables" / "variables.index").is_file():
+            return _read_checkpoint(path / "variables" / "variables")  # a SavedModel: its variables
+        if not list(path.glob("*.index")):
+            latest = sorted(path.glob("*.weights.h5"))
+            if latest:  # deploy's train stage folder (epoch_001.weights.h5, ...): the last epoch
+                return _read_h5(latest[-1])
     return _read_checkpoint(path)
+
+
+def weights_file_exists(path):
+    """Whether ``path`` names something read_weights can read: a file, a directory, or a
+    checkpoint prefix (``dir/model.ckpt-60`` for ``model.ckpt-60.index`` and its data files)."""
+    path = Path(str(path))
+    return path.exists() or Path(str(path) + ".index").is_file()
 
 
 def inspect(path):
@@ -71,8 +85,13 @@ def _read_keras(path):
     import_tf()
     import keras
 
+    from pipeline.tf.keras_model import keras_file_problem
+
+    problem = keras_file_problem(path)
+    if problem:
+        raise DeployError("{}: {}; expected {}".format(path, problem, FORMATS))
     try:
-        model = keras.models.load_model(str(path), compile=False)
+        model = keras.models.load_model(str(path), compile=False, safe_mode=True)
     except Exception as e:  # keras raises many types for a bad file
         # A model with custom layers cannot be rebuilt here: its weights file can still be read.
         try:

@@ -156,7 +156,10 @@ def cmd_ckpt_diff(args):
     from pipeline.config import load_config
     from pipeline.restore import config_restore_report, format_report
 
-    print(format_report(config_restore_report(load_config(args.config, args.set), args.checkpoint)))
+    report, problem = config_restore_report(load_config(args.config, args.set), args.checkpoint)
+    print(format_report(report))
+    if problem is not None:  # deploy run would stop here: say what to do, exit 1
+        raise problem
     return 0
 
 

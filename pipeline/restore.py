@@ -31,8 +31,10 @@ The report lists variable paths (restored, new, excluded, trainable, ambiguous),
 """
 
 import re
+from pathlib import Path
 
 from pipeline.checkpoints import FORMATS, Weights, _first_line, _strip_port, inspect, read_weights  # noqa: F401
+
 from pipeline.errors import DeployError
 
 REPORT_KEYS = ("restored", "new", "unused", "shape_mismatch", "excluded", "ambiguous", "trainable")
@@ -306,10 +308,7 @@ def restore(model, path, exclude_scopes=(), trainable_scopes=None, name_map=None
     """
     weights = read_weights(path)
     report, assign = _checked_plan(model, weights, exclude_scopes, name_map, True, path)
-    if weights and not assign and not report["excluded"]:
-        raise DeployError("{}: none of its {} variables matches the model's (e.g. {} vs {}); is it another network? "
-                          "Map names with stages.train.name_map (deploy ckpt diff shows the report)".format(
-                              path, len(weights), sorted(weights)[0], model.weights[0].path if model.weights else "-"))
+    _nothing_matches(model, weights, report, assign, path)
     for v, value in assign:
         v.assign(value.astype(v.dtype) if hasattr(value, "astype") else value)
     if trainable_scopes:
@@ -322,6 +321,24 @@ def restore(model, path, exclude_scopes=(), trainable_scopes=None, name_map=None
             path, len(report["restored"]), len(report["new"]), len(report["unused"]),
             len(report["shape_mismatch"]), len(report["excluded"])))
     return report
+
+
+def _nothing_matches(model, weights, report, assign, path):
+    if weights and not assign and not report["excluded"]:
+        raise DeployError("{}: none of its {} variables matches the model's (e.g. {} vs {}); is it another network? "
+                          "Map names with stages.train.name_map (deploy ckpt diff shows the report)".format(
+                              path, len(weights), sorted(weights)[0], model.weights[0].path if model.weights else "-"))
+
+
+def restore_problem(model, weights, exclude_scopes, name_map, path):
+    """The DeployError ``restore`` would raise for this checkpoint and model (shape mismatch: add
+    exclude_scopes; nothing matches: name_map), or None: what ``deploy ckpt diff`` exits on."""
+    try:
+        report, assign = _checked_plan(model, weights, exclude_scopes, name_map, True, path)
+        _nothing_matches(model, weights, report, assign, path)
+    except DeployError as e:
+        return e
+    return None
 
 
 def format_report(report, limit=5):
@@ -338,19 +355,33 @@ def format_report(report, limit=5):
     return "\n".join("{:<{w}}  {:>{c}}  {}".format(k, n, s, w=width, c=count).rstrip() for k, n, s in rows)
 
 
-def config_restore_report(config, checkpoint):
-    """``deploy ckpt diff``: the report of ``checkpoint`` into the config's zoo model (no training)."""
+def config_model(config, tf=None):
+    """The model ``stages.train`` starts from: the config's zoo model, or its ``model.source``
+    Keras file (fine-tuning the user's own model)."""
     from pipeline.stages._data import dataset_index
     from pipeline.tf import import_tf
 
-    opts = config.stages.train
-    if config.model.zoo is None:
-        raise DeployError("{}: deploy ckpt diff builds the zoo model of model.zoo; this config uses model.source".format(
-            config.path))
-    num_classes = config.model.num_classes or len(dataset_index(config, verify=False).classes)
     import_tf()
+    if config.model.source is not None:
+        from pipeline.tf.keras_model import load_keras_model
+
+        if Path(config.model.source).suffix.lower() not in (".keras", ".h5"):
+            raise DeployError("model.source: {} is not a Keras model; fine-tuning (stages.train.init_from) starts "
+                              "from a .keras/.h5 model or a model.zoo model".format(config.model.source))
+        return load_keras_model(config.model.source)
+    num_classes = config.model.num_classes or len(dataset_index(config, verify=False).classes)
     from pipeline.models.zoo import build_model
 
-    model = build_model(config.model, num_classes)
-    return restore_report(model, read_weights(checkpoint), opts.exclude_scopes if opts else (),
-                          (opts.name_map or None) if opts else None, strict=False, source=checkpoint)
+    return build_model(config.model, num_classes)
+
+
+def config_restore_report(config, checkpoint):
+    """``deploy ckpt diff``: (report, problem) of ``checkpoint`` into the config's model (no
+    training); ``problem``: the DeployError ``deploy run`` would stop with, or None."""
+    opts = config.stages.train
+    model = config_model(config)
+    weights = read_weights(checkpoint)
+    exclude = opts.exclude_scopes if opts else ()
+    name_map = (opts.name_map or None) if opts else None
+    report = restore_report(model, weights, exclude, name_map, strict=False, source=checkpoint)
+    return report, restore_problem(model, weights, exclude, name_map, checkpoint)

@@ -80,6 +80,9 @@ def external_artifacts(config):
         return {"saved_model": path}
     suffix = path.suffix.lower()
     if suffix in (".keras", ".h5"):
+        train = getattr(config.stages, "train", None)
+        if train is not None and train.init_from:
+            return {}  # the train stage fine-tunes this model from init_from (pipeline.restore.config_model)
         return {"keras_model": path}
     if suffix in (".pb", ".pbtxt"):
         return {"frozen_graph": path}

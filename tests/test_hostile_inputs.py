@@ -153,3 +153,18 @@ def test_foreign_or_malformed_io_json_beside_a_model(content, command, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and err[-1].startswith("deploy: error: {}: not deploy's io.json (".format(tmp_path / "io.json")), err
     assert os.listdir(str(out)) == []
+
+
+def test_truncated_keras_file_is_named_for_what_it_is(tmp_path, capsys):
+    """A .keras file cut short (a broken download): not "File not found" for a file that exists."""
+    import keras
+
+    inp = keras.Input((4,))
+    keras.Model(inp, keras.layers.Dense(2)(inp)).save(str(tmp_path / "good.keras"))
+    data = (tmp_path / "good.keras").read_bytes()
+    (tmp_path / "cut.keras").write_bytes(data[: len(data) // 2])
+    for argv in (["check", tmp_path / "cut.keras", "--target", "jetson_tx2"], ["ckpt", "inspect", tmp_path / "cut.keras"]):
+        code = main([str(a) for a in argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and err[-1].startswith("deploy: error: {}: not a .keras file: not a zip archive, so "
+                                                "truncated or another format".format(tmp_path / "cut.keras")), err

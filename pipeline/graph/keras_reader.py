@@ -18,17 +18,15 @@ def read_keras(path):
 
     try:
         tf = import_tf()
-        import keras
+        import keras  # noqa: F401 - Keras must be installed to read the file
     except ImportError as e:
         raise DeployError("{}: reading a Keras model needs TensorFlow ({}); install deploy[tf], or pass the "
                           "exported SavedModel or frozen .pb".format(path, e))
     from pipeline.graph import proto
 
-    try:
-        model = keras.models.load_model(str(path), compile=False)
-    except Exception as e:  # keras raises many types for a bad file
-        first = (str(e).splitlines() or [type(e).__name__])[0]
-        raise DeployError("{}: cannot load as a Keras model ({}); save it again with model.save()".format(path, first))
+    from pipeline.tf.keras_model import load_keras_model
+
+    model = load_keras_model(path)
     try:
         model_inputs = list(model.inputs)
     except (AttributeError, ValueError):

@@ -1,7 +1,6 @@
 """train: build a zoo model (or start from ``init_from``) and fit it on the dataset."""
 
 import json
-from pathlib import Path
 
 from pipeline.errors import DeployError
 from pipeline.stages import stage
@@ -16,9 +15,11 @@ from pipeline.stages import stage
 def train(ctx):
     """Train the zoo model on the dataset; a checkpoint per epoch, loss and accuracy per epoch."""
     opts, model_cfg = ctx.options, ctx.config.model
-    if opts.init_from and not Path(opts.init_from).exists():
-        raise DeployError("stages.train.init_from: {} not found; give an existing checkpoint, .keras, .weights.h5 "
-                          "or frozen .pb".format(opts.init_from))
+    from pipeline.checkpoints import weights_file_exists
+
+    if opts.init_from and not weights_file_exists(opts.init_from):
+        raise DeployError("stages.train.init_from: {} not found; give an existing checkpoint (directory or prefix, "
+                          "e.g. dir/model.ckpt-60), .keras, .weights.h5 or frozen .pb".format(opts.init_from))
     from pipeline.stages._data import dataset_index
 
     index = dataset_index(ctx.config)
@@ -40,13 +41,29 @@ def train(ctx):
 
     strategy = make_strategy(tf, opts.distribute.strategy) if opts.distribute else None  # before other TF ops
     keras.utils.set_random_seed(opts.seed)
-    train_ds, val_ds = make_datasets(index, model_cfg.input_size, opts.batch_size, seed=opts.seed, augment=opts.augment)
+    if model_cfg.source is None:
+        train_ds, val_ds = make_datasets(index, model_cfg.input_size, opts.batch_size, seed=opts.seed,
+                                         augment=opts.augment)
     with strategy.scope() if strategy else contextlib.nullcontext():
-        try:
-            model = build_model(model_cfg, num_classes)
-        except ValueError as e:
-            raise DeployError("model: cannot build {} with input_size {} and alpha {}: {}".format(
-                model_cfg.zoo, model_cfg.input_size, model_cfg.alpha, str(e).splitlines()[0]))
+        if model_cfg.source is not None:  # fine-tuning the user's own model (runner: only with init_from)
+            from pipeline.restore import config_model
+
+            model = config_model(ctx.config)
+            classes_out = model.outputs[0].shape[-1] if model.outputs else None
+            if classes_out is not None and len(index.classes) > classes_out:
+                raise DeployError("model.source: {} has {} outputs but the dataset has {} classes".format(
+                    model_cfg.source, classes_out, len(index.classes)))
+            size = model.inputs[0].shape[1]
+            if not size or model.inputs[0].shape[2] != size:
+                raise DeployError("model.source: {} has input shape {}; training needs a square image input "
+                                  "[N, S, S, C]".format(model_cfg.source, list(model.inputs[0].shape)))
+            train_ds, val_ds = make_datasets(index, int(size), opts.batch_size, seed=opts.seed, augment=opts.augment)
+        else:
+            try:
+                model = build_model(model_cfg, num_classes)
+            except ValueError as e:
+                raise DeployError("model: cannot build {} with input_size {} and alpha {}: {}".format(
+                    model_cfg.zoo, model_cfg.input_size, model_cfg.alpha, str(e).splitlines()[0]))
         restore = None
         if opts.init_from:
             from pipeline.restore import restore as restore_weights

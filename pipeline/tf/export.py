@@ -32,12 +32,13 @@ def _export(keras_path, out_dir, input_name, output_name):
     from pipeline.tf import import_tf
 
     tf = import_tf()
-    import keras
+    from pipeline.errors import DeployError
+    from pipeline.tf.keras_model import load_keras_model
 
     try:
-        model = keras.models.load_model(keras_path, compile=False)
-    except Exception as e:  # keras raises many types for a bad file
-        print("{}: cannot load as a Keras model: {}".format(keras_path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+        model = load_keras_model(keras_path)
+    except DeployError as e:
+        print(e.message)
         return 3
     if len(model.inputs) != 1 or len(model.outputs) != 1:
         print("{}: export supports models with one input and one output, this one has {} and {}".format(

@@ -1,0 +1,82 @@
+"""Load a Keras model file someone gave us: safe mode, and errors that say what is wrong with it.
+
+    model = load_keras_model("model.keras")    # DeployError: "model.keras: not a .keras file: ..."
+
+``safe_mode=True`` (Keras 3's default, stated here so no caller loses it): a Lambda layer's
+pickled Python code is refused, not run. A truncated or disguised file is named for what it is
+rather than Keras's "File not found" for a file that exists.
+"""
+
+import zipfile
+from pathlib import Path
+
+from pipeline.errors import DeployError
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def keras_file_problem(path):
+    """Why ``path`` cannot be a Keras model file, or None when it looks like one."""
+    path = Path(path)
+    if not path.exists():
+        return "no such file"
+    if path.is_dir():
+        return "a directory, not a model file (a SavedModel directory is read as a SavedModel, not a .keras file)"
+    try:
+        with open(str(path), "rb") as handle:
+            head = handle.read(8)
+    except OSError as e:
+        return "cannot read it ({})".format(e.strerror or e)
+    if not head:
+        return "the file is empty"
+    if path.suffix.lower() == ".keras":
+        if not zipfile.is_zipfile(str(path)):
+            hint = " (it is an HDF5 file: name it .h5)" if head == HDF5_SIGNATURE else ""
+            return "not a .keras file: not a zip archive, so truncated or another format{}".format(hint)
+        try:
+            with zipfile.ZipFile(str(path)) as archive:
+                names = set(archive.namelist())
+                broken = archive.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError) as e:
+            return "not a .keras file: a damaged zip archive ({})".format(e)
+        if broken:
+            return "not a .keras file: {} inside the archive is damaged".format(broken)
+        if "config.json" not in names:
+            return "not a .keras file: no config.json in the archive"
+    elif path.suffix.lower() in (".h5", ".hdf5") and not _is_hdf5(path, head):
+        return "not an HDF5 file (truncated or another format)"
+    return None
+
+
+def _is_hdf5(path, head):
+    """HDF5's signature sits at offset 0, 512, 1024, 2048, ... (a user block may come first)."""
+    if head == HDF5_SIGNATURE:
+        return True
+    with open(str(path), "rb") as handle:
+        offset = 512
+        while True:
+            handle.seek(offset)
+            chunk = handle.read(8)
+            if len(chunk) < 8:
+                return False
+            if chunk == HDF5_SIGNATURE:
+                return True
+            offset *= 2
+
+
+def load_keras_model(path):
+    """The Keras model at ``path`` (compile=False, safe_mode=True); DeployError for a bad file."""
+    problem = keras_file_problem(path)
+    if problem:
+        raise DeployError("{}: {}; save the model again with model.save('model.keras')".format(path, problem))
+    from pipeline.tf import import_tf
+
+    import_tf()
+    import keras
+
+    try:
+        return keras.models.load_model(str(path), compile=False, safe_mode=True)
+    except Exception as e:  # keras raises many types for a bad file
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise DeployError("{}: cannot load as a Keras model ({}); save it again with model.save('model.keras')".format(
+            path, first))
