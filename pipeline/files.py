@@ -31,6 +31,20 @@ def sha256_path(path):
     return h.hexdigest()
 
 
+def stat_signature(path):
+    """What changes when a file or tree is touched: (relative path, size, mtime_ns, inode) of every
+    file, hashed. Equal signatures let a cache trust a recorded sha256 without reading the bytes
+    (DVC's fast path); a different one means: hash again."""
+    path = Path(path)
+    h = hashlib.sha256()
+    entries = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in entries:
+        st = file.stat()
+        h.update("{}\0{}\0{}\0{}\n".format(file.relative_to(path).as_posix() if file != path else "",
+                                             st.st_size, st.st_mtime_ns, st.st_ino).encode())
+    return h.hexdigest()
+
+
 def size_of(path):
     path = Path(path)
     if path.is_file():
@@ -50,11 +64,24 @@ def write_bytes(path, data):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600; the file gets what open() would give
         os.replace(tmp, str(path))
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+_UMASK = []
+
+
+def umask():
+    """The process umask (read once: os.umask can only be read by setting it)."""
+    if not _UMASK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        _UMASK.append(mask)
+    return _UMASK[0]
 
 
 def write_json(path, data):

@@ -93,6 +93,11 @@ def _select(names, from_stage, until, only):
     for flag, value in (("--from", from_stage), ("--until", until), ("--only", only)):
         if value is not None and value not in names:
             raise DeployError("{} {}: not a stage of this config (stages: {})".format(flag, value, ", ".join(names)))
+    if from_stage is not None and until is not None and names.index(from_stage) > names.index(until):
+        raise DeployError("--from {} --until {}: {} comes after {} (stages run in this order: {})".format(
+            from_stage, until, from_stage, until, ", ".join(names)))
+    if only is not None and (from_stage is not None or until is not None):
+        raise DeployError("--only {}: runs one stage; drop --from/--until".format(only))
     if only is not None:
         return {only}
     start = names.index(from_stage) if from_stage else 0
@@ -108,14 +113,33 @@ def _read_manifest(stage_dir):
         return None
 
 
-def _cache_hit(stage, stage_dir, key):
+def _cache_hit(stage, stage_dir, key, progress=None):
+    """The manifest of an up-to-date result whose outputs still hold what was written, else None.
+
+    Each output's content is checked against the sha256 the manifest recorded; when its size,
+    mtime and inode are what the manifest recorded too, the hash is trusted without reading the
+    bytes (DVC's fast path). A malformed manifest is "not cached"."""
     manifest = _read_manifest(stage_dir)
-    if not manifest or manifest.get("status") != "ok" or manifest.get("key") != key:
-        return None
-    for name, entry in manifest.get("outputs", {}).items():
-        path = stage_dir / entry["path"]
-        if not path.exists() or files.size_of(path) != entry["size"]:
+    try:
+        if not manifest or manifest.get("status") != "ok" or manifest.get("key") != key:
             return None
+        outputs = manifest["outputs"]
+        if set(outputs) != set(stage.outputs):
+            return None
+        for name, entry in outputs.items():
+            path = stage_dir / entry["path"]
+            if not path.exists() or stage_dir not in path.resolve().parents:
+                return None
+            if entry.get("stat") and files.stat_signature(path) == entry["stat"]:
+                continue
+            if files.sha256_path(path) != entry["sha256"]:
+                if progress is not None:
+                    progress.log("{:<9} {} changed since it was written (sha256 differs): running {} again".format(
+                        stage.name, entry["path"], stage.name))
+                    progress.event("stage", stage=stage.name, status="changed", message=entry["path"])
+                return None
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return None
     return manifest
 
 
@@ -235,7 +259,8 @@ def _run_locked(config, target, stages, names, selected, external, run_dir, data
                 progress.log("{:<9} pending: {}".format(name, reason))
                 progress.event("stage", stage=name, status="pending", message=reason)
                 continue
-        manifest = None if (force_all or name in force) else _cache_hit(stage, stage_dir, key)
+        forced = name in force or (force_all and name in selected)  # --force with --from X: X and after
+        manifest = None if forced else _cache_hit(stage, stage_dir, key, progress)
         if manifest is not None:
             for out, entry in manifest["outputs"].items():
                 artifacts[out] = (stage_dir / entry["path"], entry["sha256"])
@@ -305,8 +330,10 @@ def _run_stage(stage, ctx, key, key_data, tools, progress):
             "duration_s": round(seconds, 3),
             "results": results,
         }
-        files.write_json(tmp / MANIFEST, manifest)
         _swap_into_place(tmp, final)
+        for a, rel in stage.outputs.items():  # the fast-path signature of the files where they now live
+            manifest["outputs"][a]["stat"] = files.stat_signature(final / rel)
+        files.write_json(final / MANIFEST, manifest)
     except DeployError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         seconds = time.time() - started

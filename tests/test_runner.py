@@ -209,3 +209,77 @@ def test_lock_is_released(tmp_path):
         pass
     with RunLock(tmp_path):
         pass
+
+
+def test_from_with_force_reruns_that_stage_and_after_not_before(setup):
+    setup()
+    report = setup(from_stage="export", force_all=True)
+    assert statuses(report) == {"train": "cached", "export": "ran", "freeze": "ran"}
+    assert fake_stages.CALLS == ["export", "freeze"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"from_stage": "freeze", "until": "train"}, "--from freeze --until train: freeze comes after train"),
+    ({"only": "export", "from_stage": "train"}, "--only export: runs one stage; drop --from/--until"),
+])
+def test_impossible_ranges_are_one_line_errors(setup, flags, message):
+    with pytest.raises(DeployError) as err:
+        setup(**flags)
+    assert err.value.message.startswith(message) and "\n" not in err.value.message
+
+
+def test_same_size_corruption_reruns_the_stage_and_what_follows(setup):
+    """Flip bytes inside an artifact without changing its size: the content check catches it (the
+    size, mtime and inode fast path sees the write), that stage runs again."""
+    setup()
+    frozen = setup.run_dir / "export" / "saved" / "graph.txt"
+    st = frozen.stat()
+    data = frozen.read_bytes()
+    with open(frozen, "r+b") as handle:  # in place, as a stray tool or a bad disk would
+        handle.write(data[::-1] if data[::-1] != data else data.swapcase())
+    assert frozen.stat().st_size == st.st_size and frozen.read_bytes() != data
+    progress = []
+    config = load_config(setup.config_path)
+    import pipeline.progress
+
+    class Recorder(pipeline.progress.Progress):
+        def log(self, text):
+            progress.append(text)
+
+    fake_stages.CALLS.clear()
+    report = run(config, load_target(config.target), progress=Recorder("quiet"))
+    assert statuses(report) == {"train": "cached", "export": "ran", "freeze": "cached"}  # same bytes out: cached
+    assert fake_stages.CALLS == ["export"]
+    assert any("export    saved changed since it was written (sha256 differs): running export again" in p
+               for p in progress), progress
+
+
+def test_changed_output_of_the_last_stage_is_redone(setup):
+    setup()
+    frozen = setup.run_dir / "freeze" / "frozen.txt"
+    frozen.write_text(frozen.read_text().lower())  # other content, maybe same size
+    report = setup()
+    assert statuses(report)["freeze"] == "ran" and fake_stages.CALLS == ["freeze"]
+
+
+@pytest.mark.parametrize("manifest", ["{not json", "[]", '{"status": "ok"}', '{"status": "ok", "key": 1, "outputs": 3}',
+                                      '{"status": "ok", "outputs": {"keras_model": {"path": "model.txt"}}}'])
+def test_malformed_manifest_means_not_cached(setup, manifest):
+    setup()
+    (setup.run_dir / "train" / "manifest.json").write_text(manifest)
+    report = setup()
+    assert statuses(report)["train"] == "ran"
+
+
+def test_outputs_and_manifests_follow_the_umask(setup):
+    old = os.umask(0o022)
+    try:
+        import pipeline.files
+
+        pipeline.files._UMASK.clear()
+        setup()
+        for path in (setup.run_dir / "train" / "manifest.json", setup.run_dir / "freeze" / "manifest.json"):
+            assert path.stat().st_mode & 0o777 == 0o644, oct(path.stat().st_mode)
+    finally:
+        os.umask(old)
+        pipeline.files._UMASK.clear()
