@@ -174,6 +174,11 @@ def cmd_validate(args):
             print("deploy: error: " + problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     target = config.load_target()
+    problems = config.path_problems()
+    for problem in problems:
+        print("deploy: error: " + problem, file=sys.stderr)
+    if problems:
+        return EXIT_BAD_INPUT
     print("{}: ok (run {}, target {}, stages: {})".format(args.config, config.run.name, target.name, ", ".join(config.selected_stages())))
     return 0
 

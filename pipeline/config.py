@@ -220,6 +220,32 @@ class Config(_Section):
                 "TensorRT " + target.tensorrt if target.tensorrt else target.runtime, target.name, target.max_opset))
         return target
 
+    def path_problems(self):
+        """One line per path the config names that is not there (relative paths count from the
+        current directory, as deploy run reads them): model.source, stages.train.init_from, and
+        dataset.path unless deploy generates it."""
+        import glob
+
+        from pipeline.checkpoints import weights_file_exists
+
+        problems = []
+        if self.model.source is not None and not Path(self.model.source).exists():
+            problems.append("{} model.source: {} not found; give a .keras/.h5 file, a SavedModel directory or a frozen "
+                            ".pb".format(self.where("model", "source"), self.model.source))
+        train = self.stages.train
+        if train is not None and train.init_from and not weights_file_exists(train.init_from):
+            problems.append("{} stages.train.init_from: {} not found; give a checkpoint (directory or prefix, e.g. "
+                            "dir/model.ckpt-60), a .keras/.weights.h5/.h5 file or a frozen .pb".format(
+                                self.where("stages", "train", "init_from"), train.init_from))
+        ds = self.dataset
+        if ds is not None and ds.generate is None:
+            missing = not glob.glob(ds.path) if ds.format == "tfrecord" else not Path(ds.path).exists()
+            if missing:
+                problems.append("{} dataset.path: {} {}; point it at the dataset, or set dataset.generate: shapes".format(
+                    self.where("dataset", "path"), ds.path,
+                    "matches no TFRecord file" if ds.format == "tfrecord" else "not found"))
+        return problems
+
     def selected_stages(self):
         """Names of the stages the config lists, in pipeline order."""
         from pipeline.stages import ORDER

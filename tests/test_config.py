@@ -210,3 +210,29 @@ def test_config_reference_doc_is_up_to_date():
 
     assert (ROOT / "docs" / "config.md").read_text() == reference_markdown(), \
         "regenerate: python -m pipeline.config_docs > docs/config.md"
+
+
+def test_validate_checks_the_paths_a_config_names(tmp_path):
+    from conftest import deploy
+
+    ckpt = tmp_path / "train" / "model.ckpt-60"
+    ckpt.parent.mkdir()
+    (tmp_path / "train" / "model.ckpt-60.index").write_bytes(b"")
+    config = tmp_path / "c.yaml"
+    config.write_text("run: {{name: x, dir: {r}}}\nmodel: {{zoo: small_cnn}}\ntarget: host_cpu\n"
+                      "dataset: {{path: {r}/nope}}\nstages:\n  train: {{init_from: {r}/missing.keras}}\n".format(r=tmp_path))
+    res = deploy("validate", config)
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert lines == [
+        "deploy: error: {}:6 stages.train.init_from: {}/missing.keras not found; give a checkpoint (directory or "
+        "prefix, e.g. dir/model.ckpt-60), a .keras/.weights.h5/.h5 file or a frozen .pb".format(config, tmp_path),
+        "deploy: error: {}:4 dataset.path: {}/nope not found; point it at the dataset, or set dataset.generate: "
+        "shapes".format(config, tmp_path)]
+    config.write_text("run: {{name: x, dir: {r}}}\nmodel: {{source: {r}/mine.keras}}\ntarget: host_cpu\n"
+                      "dataset: {{path: {r}/gen, generate: shapes}}\nstages:\n  train: {{init_from: {c}}}\n".format(
+                          r=tmp_path, c=ckpt))
+    res = deploy("validate", config)
+    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        "deploy: error: {}:2 model.source: {}/mine.keras not found; give a .keras/.h5 file, a SavedModel directory or "
+        "a frozen .pb".format(config, tmp_path)]  # the checkpoint prefix exists; a generated dataset may be missing
