@@ -213,6 +213,30 @@ def cmd_targets(args):
     return 0
 
 
+def _count(text):
+    """argparse type: a whole number of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not a whole number".format(text))
+    if value < 1:
+        raise argparse.ArgumentTypeError("{} must be 1 or more".format(value))
+    return value
+
+
+def _tolerance(text):
+    """argparse type: a finite number of 0 or more (a nan tolerance would pass any comparison)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not a number".format(text))
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError("{} must be a finite number of 0 or more".format(text))
+    return value
+
+
 def _doc(func):
     return func.__doc__.strip().splitlines()[0]
 
@@ -273,8 +297,8 @@ def build_parser():
     p.add_argument("--checkpoint", help="training checkpoint holding batch norm moving statistics (bn_inference)")
     p.add_argument("--reference", help="an inference-mode frozen graph to compare behaviour-changing passes against")
     p.add_argument("--dataset", help="image folder for the numeric checks (default: seeded random pixels)")
-    p.add_argument("--samples", type=int, default=4, help="images per numeric check (default 4)")
-    p.add_argument("--tolerance", type=float, default=1e-4, help="max abs difference allowed (default 1e-4)")
+    p.add_argument("--samples", type=_count, default=4, help="images per numeric check (default 4)")
+    p.add_argument("--tolerance", type=_tolerance, default=1e-4, help="max abs difference allowed (default 1e-4)")
     p.add_argument("--input-shape", metavar="[INPUT=]DIMS", help="set_input_shape option, e.g. input=1,224,224,3")
     p.add_argument("--cut", action="append", metavar="NODE[=DIMS]", help="cut option: make NODE a new input (repeatable)")
     p.add_argument("--outputs", metavar="NODE,...", help="the graph's outputs (default: MODEL's .io.json, else its sink nodes)")
@@ -283,9 +307,9 @@ def build_parser():
     p = add("consistency", cmd_consistency)
     p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt) or an .onnx model")
     p.add_argument("--batch-sizes", default="2,8", help="batch sizes to place each image in (default 2,8)")
-    p.add_argument("--samples", type=int, default=4, help="images to test (default 4)")
+    p.add_argument("--samples", type=_count, default=4, help="images to test (default 4)")
     p.add_argument("--dataset", help="image folder to take them from (default: seeded random pixels)")
-    p.add_argument("--tolerance", type=float, help="max abs difference (default 1e-5, plus 1e-4 relative)")
+    p.add_argument("--tolerance", type=_tolerance, help="max abs difference (default 1e-5, plus 1e-4 relative)")
     p.add_argument("--format", default="text", choices=("text", "json"))
 
     p = add("diff", cmd_diff)
@@ -325,8 +349,8 @@ def build_parser():
     p = data_sub.add_parser("shapes", help=_doc(cmd_data_shapes), description=_doc(cmd_data_shapes))
     p.set_defaults(func=cmd_data_shapes)
     p.add_argument("dir", help="where to write it (must not exist or be empty)")
-    p.add_argument("--size", type=int, default=96, help="image size in pixels (default 96)")
-    p.add_argument("--train-per-class", type=int, default=60, help="training images per class (default 60)")
+    p.add_argument("--size", type=_count, default=96, help="image size in pixels (default 96)")
+    p.add_argument("--train-per-class", type=_count, default=60, help="training images per class (default 60)")
     p.add_argument("--val-per-class", type=int, default=20, help="validation images per class (default 20)")
     p.add_argument("--seed", type=int, default=0)
     data.set_defaults(func=lambda args: _usage(data))

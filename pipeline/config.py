@@ -21,7 +21,8 @@ from pipeline.errors import DeployError
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # nan and inf are refused everywhere: a nan tolerance would pass any comparison
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------------- sections
@@ -70,7 +71,7 @@ class DatasetSection(_Section):
     train_per_class: int = Field(150, ge=1, description="Images per class in train/ when deploy generates the dataset.")
     val_per_class: int = Field(30, ge=0, description="Images per class in val/ when deploy generates the dataset.")
     val_split: float = Field(0.2, ge=0, lt=1, description="Fraction held out for validation when there is no val/ folder.")
-    seed: int = Field(0, description="Seed of the train/val split and of the generated dataset.")
+    seed: int = Field(0, ge=0, description="Seed of the train/val split and of the generated dataset.")
 
 
 class DistributeOptions(_Section):
@@ -83,11 +84,11 @@ class TrainOptions(_Section):
     """Fit the model on the dataset; a checkpoint per epoch."""
 
     epochs: int = Field(3, ge=1, description="Passes over the training set.")
-    batch_size: int = Field(32, ge=1, description="Images per training step.")
+    batch_size: int = Field(32, ge=1, le=4096, description="Images per training step.")
     learning_rate: float = Field(1e-3, gt=0, description="Optimizer learning rate.")
     optimizer: Literal["adam", "sgd", "rmsprop"] = Field("adam", description="Keras optimizer.")
     augment: bool = Field(False, description="Random left-right flips of training images.")
-    seed: int = Field(0, description="Seed of weight initialisation, shuffling and augmentation.")
+    seed: int = Field(0, ge=0, description="Seed of weight initialisation, shuffling and augmentation.")
     init_from: Optional[str] = Field(None, description="Weights to start from (fine-tuning): a TF2 or TF1 checkpoint, a .keras / .weights.h5 / .h5 file or a frozen .pb; variables are matched by name and shape (deploy ckpt diff shows the report).")
     exclude_scopes: List[str] = Field(default_factory=list, description="Variables under these scopes are not restored (e.g. [probabilities] when the number of classes changes).")
     trainable_scopes: Optional[List[str]] = Field(None, description="Train only variables under these scopes; the rest are frozen (TF-slim's train_image_classifier).")
@@ -122,7 +123,24 @@ class RewriteOptions(_Section):
     reference: Optional[str] = Field(None, description="Inference-mode frozen graph to compare behaviour-changing passes against.")
     options: Dict[str, Dict[str, Any]] = Field(default_factory=dict, description="Options per pass, e.g. {cut: {inputs: {node: [1, 8, 8, 3]}}}.")
     tolerance: float = Field(1e-4, gt=0, description="Max abs output difference a pass may cause.")
-    samples: int = Field(4, ge=1, description="Images per numeric comparison.")
+    samples: int = Field(4, ge=1, le=256, description="Images per numeric comparison.")
+
+    @model_validator(mode="after")
+    def _known_passes(self):
+        from pipeline.rewrite import passes
+
+        registry = passes()
+        for name in list(self.passes) + list(self.options):
+            if name not in registry:
+                close = difflib.get_close_matches(name, list(registry), n=1)
+                raise ValueError("unknown rewrite pass {!r}{}; passes: {}".format(
+                    name, " (did you mean {!r}?)".format(close[0]) if close else "", ", ".join(sorted(registry))))
+        for name, opts in self.options.items():
+            unknown = [k for k in opts if k not in registry[name].accepts]
+            if unknown:
+                raise ValueError("rewrite pass {} has no option {!r}; it takes: {}".format(
+                    name, unknown[0], ", ".join(registry[name].accepts) or "no options"))
+        return self
 
 
 class ConvertOptions(_Section):
@@ -131,7 +149,7 @@ class ConvertOptions(_Section):
     format: Literal["onnx"] = Field("onnx", description="onnx (uff comes with a later release).")
     opset: Optional[int] = Field(None, ge=7, le=21, description="ONNX opset; default: the highest the target's TensorRT parses.")
     tolerance: float = Field(1e-4, gt=0, description="Max abs difference allowed between TensorFlow and ONNX Runtime outputs.")
-    compare_samples: int = Field(16, ge=1, description="Dataset images used for the TensorFlow vs ONNX comparison.")
+    compare_samples: int = Field(16, ge=1, le=1024, description="Dataset images used for the TensorFlow vs ONNX comparison.")
 
 
 class EngineOptions(_Section):
@@ -145,19 +163,19 @@ class EngineOptions(_Section):
 class BenchmarkOptions(_Section):
     """Latency and throughput per batch size (ONNX Runtime on the host until the device issue)."""
 
-    batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1, description="Batch sizes to measure.")
+    batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1, description="Batch sizes to measure (1 to 1024).")
     warmup: int = Field(10, ge=0, description="Untimed runs before measuring.")
     iterations: int = Field(100, ge=1, description="Timed runs per batch size.")
     duration_s: Optional[float] = Field(None, gt=0, description="Measure for this many seconds per batch size instead of a number of iterations.")
     inputs: Literal["dataset", "random"] = Field("dataset", description="Dataset images (repeated to fill a batch) or seeded random pixels.")
     consistency: bool = Field(True, description="Also check batch consistency: each of `consistency_samples` images alone vs at every position of batches of the batch sizes above 1; the stage fails when outputs differ.")
-    consistency_samples: int = Field(4, ge=1, description="Images for the batch-consistency check.")
+    consistency_samples: int = Field(4, ge=1, le=256, description="Images for the batch-consistency check.")
 
     @field_validator("batch_sizes")
     @classmethod
     def _positive(cls, v):
-        if any(b < 1 for b in v):
-            raise ValueError("batch sizes must be >= 1")
+        if any(b < 1 or b > 1024 for b in v):
+            raise ValueError("batch sizes must be 1 to 1024 (each batch is held in memory several times)")
         return v
 
 
@@ -290,40 +308,73 @@ class _Source:
         return str(self.files[0][0]) if self.files else "<config>"
 
 
-def _line_map(node, prefix=()):
-    """{key path tuple: 1-based line} for a composed YAML node."""
+MAX_DEPTH = 64  # nesting levels a config may have
+MAX_VALUES = 100_000  # keys and values, counting each alias expansion ("billion laughs" stops here)
+
+
+def _line_map(node, path):
+    """{key path tuple: 1-based line} for a composed YAML node, walked without recursion and with
+    bounds: a key written twice in one mapping, nesting deeper than MAX_DEPTH, aliases that expand
+    beyond MAX_VALUES values or refer to themselves are DeployErrors naming the line."""
     import yaml
 
-    out = {}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            path = prefix + (key_node.value,)
-            out[path] = key_node.start_mark.line + 1
-            out.update(_line_map(value_node, path))
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            out[prefix + (i,)] = item.start_mark.line + 1
-            out.update(_line_map(item, prefix + (i,)))
+    out, count = {}, 0
+    stack = [(node, (), frozenset())]
+    while stack:
+        node, prefix, open_ = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise DeployError("{}: the config expands to more than {:,} values (YAML aliases that multiply); write it "
+                              "out without the nested aliases".format(path, MAX_VALUES))
+        if len(prefix) > MAX_DEPTH:
+            raise DeployError("{}:{} the config is nested more than {} levels deep; a config has a few".format(
+                path, node.start_mark.line + 1, MAX_DEPTH))
+        if id(node) in open_:
+            raise DeployError("{}:{} a YAML alias refers to itself (a recursive structure); remove it".format(
+                path, node.start_mark.line + 1))
+        inner = open_ | {id(node)} if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) else open_
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, value_node in node.value:
+                key = key_node.value
+                if not isinstance(key, str):
+                    key = str(key)
+                if key in seen:
+                    raise DeployError("{}:{} {}: key written twice (first at line {}); keep one".format(
+                        path, key_node.start_mark.line + 1, ".".join(str(k) for k in prefix + (key,)), seen[key]))
+                seen[key] = key_node.start_mark.line + 1
+                out.setdefault(prefix + (key,), key_node.start_mark.line + 1)
+                stack.append((value_node, prefix + (key,), inner))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                out.setdefault(prefix + (i,), item.start_mark.line + 1)
+                stack.append((item, prefix + (i,), inner))
     return out
 
 
 def _read_yaml(path):
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        if Path(path).is_dir():
+            raise DeployError("{}: is a directory; give a config file (.yaml)".format(path))
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DeployError("{}: config file not found".format(path))
     except (OSError, UnicodeDecodeError) as e:
-        raise DeployError("{}: cannot read config: {}".format(path, e))
+        raise DeployError("{}: cannot read config: {}".format(path, " ".join(str(e).split())))
     try:
-        data = yaml.safe_load(text)
-        lines = _line_map(yaml.compose(text, Loader=yaml.SafeLoader))
+        node = yaml.compose(text, Loader=loader)
+        lines = _line_map(node, path) if node is not None else {}
+        data = yaml.load(text, Loader=loader)  # within the bounds _line_map checked
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = "{}:{}".format(path, mark.line + 1) if mark else str(path)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise DeployError("{} invalid YAML: {}".format(where, problem))
+    except RecursionError:
+        raise DeployError("{}: the config is nested too deeply to read; a config has a few levels".format(path))
     if data is None:
         raise DeployError("{}: config file is empty".format(path))
     if not isinstance(data, dict):

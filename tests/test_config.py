@@ -78,7 +78,7 @@ def test_missing_required_key(write):
 
 @pytest.mark.parametrize("bad, message", [
     ("[]", "List should have at least 1 item"),
-    ("[0]", "batch sizes must be >= 1"),
+    ("[0]", "batch sizes must be 1 to 1024"),
     ("[1.5]", "Input should be a valid integer"),
 ])
 def test_benchmark_batch_sizes(write, bad, message):
@@ -236,3 +236,56 @@ def test_validate_checks_the_paths_a_config_names(tmp_path):
     assert res.returncode == 1 and res.stderr.strip().splitlines() == [
         "deploy: error: {}:2 model.source: {}/mine.keras not found; give a .keras/.h5 file, a SavedModel directory or "
         "a frozen .pb".format(config, tmp_path)]  # the checkpoint prefix exists; a generated dataset may be missing
+
+
+def _bomb():
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    prev = "a"
+    for name in "bcdefghi":
+        lines.append("{0}: &{0} [{1}]".format(name, ",".join(["*" + prev] * 9)))
+        prev = name
+    return "\n".join(lines) + "\nrun: {name: x}\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    (_bomb(), "{path}: the config expands to more than 100,000 values (YAML aliases that multiply); write it out "
+              "without the nested aliases"),
+    ("a: " + "[" * 3000 + "]" * 3000 + "\n", "{path}:1 the config is nested more than 64 levels deep; a config has a few"),
+    ("a: &a [1, 2]\nb: &b [*b, 1]\n", "{path}:2 a YAML alias refers to itself (a recursive structure); remove it"),
+    ("run: {name: x}\nrun: {name: y}\n", "{path}:2 run: key written twice (first at line 1); keep one"),
+    ("run:\n  name: x\n  name: y\n", "{path}:3 run.name: key written twice (first at line 2); keep one"),
+])
+def test_hostile_yaml_is_one_line_and_bounded(tmp_path, text, message):
+    from conftest import deploy
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    res = deploy("validate", path, timeout=60)  # bounded: the bomb takes well under a second (scripts/bench)
+    assert res.returncode == 1
+    assert res.stderr == "deploy: error: " + message.format(path=path) + "\n"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("stages.train.learning_rate=.nan", "--set stages.train.learning_rate: Input should be a finite number"),
+    ("stages.convert.tolerance=.inf", "--set stages.convert.tolerance: Input should be a finite number"),
+    ("stages.train.seed=-1", "--set stages.train.seed: Input should be greater than or equal to 0"),
+    ("stages.rewrite.passes=[strip_dropuot]", "--set stages.rewrite: unknown rewrite pass 'strip_dropuot' (did you "
+                                              "mean 'strip_dropout'?)"),
+    ("stages.rewrite.options={cut: {input: x}}", "--set stages.rewrite: rewrite pass cut has no option 'input'; it "
+                                                 "takes: inputs"),
+    ("stages.benchmark.batch_sizes=[1,100000]", "--set stages.benchmark.batch_sizes: batch sizes must be 1 to 1024"),
+])
+def test_values_that_make_no_sense_are_refused_at_validation(override, message):
+    from conftest import ROOT, deploy
+
+    res = deploy("validate", ROOT / "configs" / "jetson_tx2.yaml", "--set", override)
+    assert res.returncode == 1 and res.stderr.startswith("deploy: error: " + message), res.stderr
+
+
+@pytest.mark.parametrize("argv", [["consistency", "m.pb", "--samples", "0"], ["consistency", "m.pb", "--tolerance", "nan"],
+                                  ["rewrite", "m.pb", "-t", "jetson_tx2", "-o", "o.pb", "--auto", "--tolerance", "-1"]])
+def test_flag_values_that_make_no_sense(argv):
+    from conftest import deploy
+
+    res = deploy(*argv)
+    assert res.returncode == 1 and res.stderr.startswith("deploy: error: argument --") and res.stderr.count("\n") == 1

@@ -126,7 +126,7 @@ def _is_onnx(data):
         return False
     model, _ = _parse_binary(onnx.ModelProto, data)
     return model is not None and bool(model.opset_import) and bool(model.graph.node) and \
-        all(_OP_NAME.match(n.op_type) for n in model.graph.node[:3])
+        all(isinstance(n.op_type, str) and _OP_NAME.match(n.op_type) for n in model.graph.node[:3])
 
 def _read_bytes(path, what):
     try:

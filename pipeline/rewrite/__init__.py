@@ -27,16 +27,18 @@ class Pass:
     needs: Tuple[str, ...] = ()  # option keys it cannot run without (never applied by --auto)
     doc: str = ""
     runs_graph: bool = False  # evaluates part of the graph in TensorFlow (a dry run, as in deploy check, skips it)
+    accepts: Tuple[str, ...] = ()  # option keys it reads (stages.rewrite.options.<pass>.<key>; validated)
     options: Dict = field(default_factory=dict)
 
 
 PASSES: Dict[str, Pass] = {}
 
 
-def rewrite_pass(name, changes_behaviour=False, needs=(), runs_graph=False):
+def rewrite_pass(name, changes_behaviour=False, needs=(), runs_graph=False, accepts=()):
     def register(func):
         doc = (func.__doc__ or "").strip().splitlines()
-        PASSES[name] = Pass(name, func, changes_behaviour, tuple(needs), doc[0] if doc else "", runs_graph=runs_graph)
+        PASSES[name] = Pass(name, func, changes_behaviour, tuple(needs), doc[0] if doc else "", runs_graph=runs_graph,
+                            accepts=tuple(needs) + tuple(a for a in accepts if a not in needs))
         return func
 
     return register

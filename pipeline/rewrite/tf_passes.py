@@ -87,7 +87,7 @@ def _is_scalar_expr(graph, node, depth=4):
     return bool(data) and all(_is_scalar_expr(graph, graph.producer(t), depth - 1) for t in data)
 
 
-@rewrite_pass("bn_inference", changes_behaviour=True)
+@rewrite_pass("bn_inference", changes_behaviour=True, accepts=("checkpoint",))
 def bn_inference(graph, options):
     """FusedBatchNorm* with is_training=true becomes its inference form, on the moving mean and variance
     (from constants in the graph, or from ``checkpoint``)."""
@@ -206,7 +206,7 @@ def uff_compat(graph, options):
 # ------------------------------------------------------------------------------ shapes and cuts
 
 
-@rewrite_pass("set_input_shape", needs=("shape",))
+@rewrite_pass("set_input_shape", needs=("shape",), accepts=("input",))
 def set_input_shape(graph, options):
     """Fix a graph input's shape (e.g. [1, 224, 224, 3]): option ``input`` (default: the only one) and ``shape``."""
     inputs = graph.placeholders()
@@ -371,7 +371,7 @@ def fold_pad(graph, options):
 # ------------------------------------------------------------------------------ substitutions
 
 
-@rewrite_pass("substitute_activations")
+@rewrite_pass("substitute_activations", accepts=("ops",))
 def substitute_activations(graph, options):
     """Activations written with ops every route has: LeakyRelu -> Maximum(x, alpha*x),
     Elu -> Select(x > 0, x, Exp(x) - 1), Relu6 -> Minimum(Relu(x), 6). Option ``ops``: which
