@@ -261,6 +261,11 @@ def build_parser():
         p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                        help="override a config key, e.g. --set stages.train.epochs=1 (repeatable)")
 
+    def add_trust(p):
+        p.add_argument("--trust-model", action="store_true",
+                       help="run graphs even when they hold ops that act outside the graph (file, Python, checkpoint, "
+                            "queue ops): only for files you trust")
+
     p = add("run", cmd_run)
     p.add_argument("config", help="the YAML config, e.g. configs/jetson_tx2.yaml")
     add_set(p)
@@ -270,6 +275,7 @@ def build_parser():
     p.add_argument("--until", metavar="STAGE", help="stop after STAGE")
     p.add_argument("--only", metavar="STAGE", help="run STAGE alone (earlier stages must be cached)")
     p.add_argument("--keep-going", action="store_true", help="after a failed stage, run the stages that do not depend on it")
+    add_trust(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     out.add_argument("--json", action="store_true", help="machine-readable events, one JSON object per line on stdout")
@@ -303,6 +309,7 @@ def build_parser():
     p.add_argument("--cut", action="append", metavar="NODE[=DIMS]", help="cut option: make NODE a new input (repeatable)")
     p.add_argument("--outputs", metavar="NODE,...", help="the graph's outputs (default: MODEL's .io.json, else its sink nodes)")
     p.add_argument("--quiet", "-q", action="store_true")
+    add_trust(p)
 
     p = add("consistency", cmd_consistency)
     p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt) or an .onnx model")
@@ -311,6 +318,7 @@ def build_parser():
     p.add_argument("--dataset", help="image folder to take them from (default: seeded random pixels)")
     p.add_argument("--tolerance", type=_tolerance, help="max abs difference (default 1e-5, plus 1e-4 relative)")
     p.add_argument("--format", default="text", choices=("text", "json"))
+    add_trust(p)
 
     p = add("diff", cmd_diff)
     p.add_argument("a", help="a frozen .pb/.pbtxt, SavedModel directory, .keras/.h5, TF1 .meta or .onnx")
@@ -322,6 +330,7 @@ def build_parser():
     p.add_argument("model", help="a frozen graph (.pb/.pbtxt); its io.json beside it names inputs and outputs")
     p.add_argument("--output", "-o", required=True, help="the SavedModel directory to write (must not exist)")
     p.add_argument("--trainable-scopes", metavar="SCOPE,...", help="only weights under these name scopes become variables")
+    add_trust(p)
 
     p = add("validate", cmd_validate)
     p.add_argument("config")
@@ -406,6 +415,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         return _usage(parser)
+    if getattr(args, "trust_model", False):
+        import os
+
+        from pipeline.tf.screen import TRUST_ENV
+
+        os.environ[TRUST_ENV] = "1"  # read where graphs are run, in this process and its children
     stdout = sys.stdout
     sys.stdout = _ClosedPipeSafe(stdout)
     try:

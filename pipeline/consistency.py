@@ -72,6 +72,9 @@ def _tf_graph(path, io):
     if len(io["inputs"]) != 1:
         raise DeployError("consistency checks models with one image input; {} has {} ({})".format(
             path, len(io["inputs"]), ", ".join(i["name"] for i in io["inputs"])))
+    from pipeline.tf.screen import screen_graph
+
+    screen_graph(graph_def, path, outputs=[o["name"] for o in io["outputs"]])
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(graph_def, name="")

@@ -33,7 +33,7 @@ def check_model(path, target, routes=None, signature="serving_default"):
 def check_graph(graph, target, routes=None):
     from pipeline.check import patterns
     from pipeline.check import routes as route_checks
-    from pipeline.check.inference import inference_findings
+    from pipeline.check.inference import inference_findings, unsafe_op_findings
     from pipeline.errors import DeployError
     from pipeline.optables import load_op_table
 
@@ -93,6 +93,7 @@ def check_graph(graph, target, routes=None):
     findings = inference_findings(graph, matches)
     covered = {n for f in findings for n in f.nodes}
     findings += _graph_findings(graph, [m for m in matches if not covered.issuperset(m.nodes)], results, custom)
+    findings += unsafe_op_findings(graph)
     return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
 
 

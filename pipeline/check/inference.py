@@ -67,3 +67,30 @@ def _op_summary(graph, names):
     more = " and {} more op types".format(len(ranked) - 4) if len(ranked) > 4 else ""
     total = sum(counts.values())
     return "{} node{}: {}{}".format(total, "" if total == 1 else "s", shown, more)
+
+
+def unsafe_op_findings(graph):
+    """A warning on every route for ops that act outside the graph (files, Python, checkpoints,
+    queues; pipeline.tf.screen's policy): deploy refuses to run such a graph unless trusted.
+    deploy check itself never runs anything."""
+    if graph.kind != "tensorflow":
+        return []
+    from pipeline.tf.screen import execution_policy
+
+    policy = execution_policy()
+    expected_variables = graph.format in ("saved_model", "meta_graph")  # frozen before anything runs
+    verdicts, found = {}, {}
+    for node in graph.nodes.values():
+        if node.op == "PrintV2":
+            why = policy.refusal(node.op, {"output_stream": node.attrs.get("output_stream")})
+        else:
+            if node.op not in verdicts:
+                verdicts[node.op] = policy.refusal(node.op)
+            why = verdicts[node.op]
+        if why and node.op in policy.registered and not (expected_variables and why.startswith("reads or writes a variable")):
+            found.setdefault((node.op, why), []).append(node.name)
+    return [Finding("warning", "all", "acts_outside_graph", op, names,
+                    "{} {}: deploy refuses to run this graph (consistency, rewrite checks, convert) unless you pass "
+                    "--trust-model".format(op, why),
+                    "remove it from the graph (export the inference graph again), or pass --trust-model if you trust "
+                    "the file") for (op, why), names in found.items()]

@@ -29,8 +29,11 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
 
     if str(model).endswith(".onnx"):
         raise DeployError("{}: deploy rewrite works on frozen TensorFlow graphs (.pb/.pbtxt) for now".format(model))
+    from pipeline.tf.screen import screen_graph
+
     graph = TFGraph.load(model)
     io = graph_io(graph, model, outputs)
+    screen_graph(graph.graph_def, model, outputs=[o["name"] for o in io["outputs"]])  # before anything runs
     ref = TFGraph.load(reference) if reference else None
     images, source = sample_inputs(graph, io, dataset, samples)
     before = check_graph(view(graph), target)

@@ -272,7 +272,9 @@ def fold_constants(graph, options):
 
 def _evaluate(graph, names):
     from pipeline.tf import import_tf
+    from pipeline.tf.screen import screen_graph
 
+    screen_graph(graph.graph_def, "the graph", outputs=names)
     tf = import_tf()
     tf_graph = tf.Graph()
     with tf_graph.as_default():

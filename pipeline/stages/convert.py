@@ -20,6 +20,10 @@ def convert(ctx):
 
     graph_def = load_graph_def(ctx.inputs["frozen_graph"])
     io = read_io_json(ctx.inputs["io"]) if "io" in ctx.inputs else infer_io(graph_def)
+    from pipeline.tf.screen import screen_graph
+
+    # tf2onnx's grappler pass evaluates constant subgraphs: screen before it sees the graph
+    screen_graph(graph_def, ctx.inputs["frozen_graph"], outputs=[o["name"] for o in io["outputs"]])
     model = to_onnx(graph_def, io, opset)
     import onnx
 
@@ -130,7 +134,7 @@ def compare_with_tf(ctx, graph_def, io):
     if not shape or len(shape) != 4 or shape[1] is None or shape[2] is None:
         raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input".format(io["inputs"][0]["name"], shape))
     images, source = sample_images(ctx.config, ctx.options.compare_samples, (shape[1], shape[2]))
-    reference = run_graph_def(graph_def, io, {io["inputs"][0]["name"]: images})
+    reference = run_graph_def(graph_def, io, {io["inputs"][0]["name"]: images}, source=ctx.inputs["frozen_graph"])
     session = load_onnx(ctx.output("onnx"))
     got = session.run({session.inputs[0][0]: images})
     per_output = {}

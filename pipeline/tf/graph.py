@@ -57,10 +57,13 @@ def _dtype_name(enum):
     return import_tf().dtypes.as_dtype(enum).name
 
 
-def run_graph_def(graph_def, io, feeds):
-    """Run the graph on ``feeds`` ({input name: array}); returns [array per io output]."""
+def run_graph_def(graph_def, io, feeds, source="the frozen graph"):
+    """Run the graph on ``feeds`` ({input name: array}); returns [array per io output]. What the
+    outputs need is screened first (pipeline.tf.screen): nothing runs that could act outside it."""
     from pipeline.tf import import_tf
+    from pipeline.tf.screen import screen_graph
 
+    screen_graph(graph_def, source, outputs=[o["name"] for o in io["outputs"]])
     tf = import_tf()
     graph = tf.Graph()
     with graph.as_default():

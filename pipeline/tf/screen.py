@@ -131,11 +131,21 @@ def _calls(node, functions):
                     yield func.name
 
 
-def screen_graph(graph_def, source, outputs=None, trust=False):
+TRUST_ENV = "DEPLOY_TRUST_MODEL"  # set by --trust-model (and inherited by deploy's child processes)
+
+
+def trusted():
+    """Whether the user passed --trust-model (DEPLOY_TRUST_MODEL=1 in the environment)."""
+    import os
+
+    return os.environ.get(TRUST_ENV, "").lower() in ("1", "true", "yes")
+
+
+def screen_graph(graph_def, source, outputs=None, trust=None):
     """Refuse to run ``graph_def`` (read from ``source``) when a node that may run can act outside
     the graph. ``outputs``: the node names that will be fetched (see unsafe_nodes); ``trust``: the
-    user vouches for the file (--trust-model), nothing is screened."""
-    if trust:
+    user vouches for the file (--trust-model; default: ``trusted()``), nothing is screened."""
+    if trust if trust is not None else trusted():
         return
     found = unsafe_nodes(graph_def, outputs)
     if not found:

@@ -89,6 +89,9 @@ def unfreeze(frozen_path, out_dir, scopes=None, io=None):
     if io is None:
         io_path = frozen_path.with_name("io.json")
         io = read_io_json(io_path) if io_path.exists() else infer_io(graph_def)
+    from pipeline.tf.screen import screen_graph
+
+    screen_graph(graph_def, frozen_path, outputs=[o["name"] for o in io["outputs"]])  # it runs when trained
     weights = weight_constants(graph_def, scopes)
     if not weights:
         raise DeployError("{}: no weight constants to unfreeze{} (float constants of more than one value that a "

@@ -196,3 +196,68 @@ def test_functions_called_by_reachable_nodes_are_screened_transitively():
     graph_def = model.get_concrete_function().graph.as_graph_def()
     assert [op for _, _, op, _ in unsafe_nodes(graph_def, outputs=["output"])] == ["WriteFile"]
     assert unsafe_nodes(graph_def, outputs=["plain"]) == []
+
+
+def _evil(tmp_path):
+    """A frozen-looking graph whose output has a control dependency on tf.io.write_file(...)."""
+    target = tmp_path / "pwned.txt"
+    tf = _tf()
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4, 4, 1], name="input")
+        write = tf.io.write_file(str(target), "owned", name="leak")
+        with tf.control_dependencies([write]):
+            tf.identity(x * 2.0, name="output")
+    path = tmp_path / "evil.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path, target
+
+
+REFUSAL = ("deploy: error: {}: node 'leak' is WriteFile, which reads or writes files on the machine running deploy: "
+           "deploy does not run graphs that can act outside the graph; remove it from the graph (export the inference "
+           "graph again), or pass --trust-model if you trust this file")
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("argv", [["consistency", "{m}", "--samples", "1"],
+                                  ["rewrite", "{m}", "-t", "jetson_tx2", "-o", "{d}/out.pb", "--pass", "prune"],
+                                  ["unfreeze", "{m}", "-o", "{d}/unfrozen"]])
+def test_commands_refuse_to_run_a_graph_that_writes_files(tmp_path, argv):
+    from conftest import deploy
+
+    model, target = _evil(tmp_path)
+    res = deploy(*[a.format(m=model, d=tmp_path) for a in argv])
+    assert res.returncode == 1 and res.stderr.strip().splitlines()[-1] == REFUSAL.format(model)
+    assert not target.exists()
+    assert not (tmp_path / "out.pb").exists() and not (tmp_path / "unfrozen").exists()
+
+
+@pytest.mark.tf
+def test_the_convert_stage_refuses_it_and_trust_model_opts_in(tmp_path):
+    from conftest import deploy
+
+    model, target = _evil(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text("run: {{name: t, dir: {r}/runs}}\nmodel: {{source: {m}}}\ntarget: host_cpu\n"
+                      "dataset: {{path: {r}/data, generate: shapes, train_per_class: 1, val_per_class: 1}}\n"
+                      "stages: {{convert: {{compare_samples: 2}}}}\n".format(r=tmp_path, m=model))
+    res = deploy("run", config, "--quiet")
+    assert res.returncode == 1 and res.stderr.strip().splitlines()[-1] == "deploy: error: stage convert: " + \
+        REFUSAL.format(model)[len("deploy: error: "):]
+    assert not target.exists()
+    res = deploy("consistency", model, "--samples", "1", "--trust-model")
+    assert res.returncode == 0, res.stderr
+    assert target.read_text() == "owned"  # the user vouched for the file: it ran
+
+
+@pytest.mark.tf
+def test_check_reports_it_without_running_anything(tmp_path):
+    from conftest import deploy
+
+    model, target = _evil(tmp_path)
+    res = deploy("check", model, "--target", "jetson_tx2", "--format", "json")
+    import json
+
+    findings = [f for f in json.loads(res.stdout)["findings"] if f["kind"] == "acts_outside_graph"]
+    assert [(f["op"], f["nodes"]) for f in findings] == [("WriteFile", ["leak"])]
+    assert not target.exists()
