@@ -405,6 +405,24 @@ class _ClosedPipeSafe:
         return getattr(self._stream, name)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: the same clean-up (temporary stage folders removed, lock
+    released, child processes killed), then exit code 143."""
+
+
+def _on_sigterm():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def _usage(parser):
     parser.print_help(sys.stderr)
     return EXIT_BAD_INPUT
@@ -421,6 +439,7 @@ def main(argv=None):
         from pipeline.tf.screen import TRUST_ENV
 
         os.environ[TRUST_ENV] = "1"  # read where graphs are run, in this process and its children
+    _on_sigterm()
     stdout = sys.stdout
     sys.stdout = _ClosedPipeSafe(stdout)
     try:
@@ -430,6 +449,9 @@ def main(argv=None):
             print(json.dumps({"event": "error", "message": e.message, "code": e.code}), flush=True)
         print("deploy: error: " + e.message.splitlines()[0] + _more(e), file=sys.stderr)
         return e.code
+    except _Terminated:
+        print("deploy: terminated (SIGTERM); unfinished stages left nothing behind", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("deploy: interrupted", file=sys.stderr)
         return 130

@@ -87,3 +87,19 @@ def umask():
 def write_json(path, data):
     """Write JSON atomically."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def die_with_parent():
+    """preexec_fn for a child process: on Linux, the kernel sends it SIGKILL when its parent dies
+    (prctl PR_SET_PDEATHSIG), so a `kill -9` of deploy leaves no child behind. Elsewhere a no-op."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except OSError:
+        pass

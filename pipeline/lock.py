@@ -16,7 +16,11 @@ class RunLock:
         self._fd = None
 
     def acquire(self):
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:  # a directory named .lock, a read-only folder
+            raise DeployError("cannot lock {} ({}); remove it, or check the run folder's permissions".format(
+                self.path, e.strerror or e))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -47,3 +51,30 @@ class RunLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+class wait_for_lock:
+    """A blocking ``flock`` on ``path`` (created if missing): for work several runs share, such
+    as generating one dataset. ``message`` is logged when another process holds it."""
+
+    def __init__(self, path, progress=None, message=None):
+        self.path, self.progress, self.message, self._fd = str(path), progress, message, None
+
+    def __enter__(self):
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise DeployError("cannot lock {} ({}); remove it, or check the folder's permissions".format(
+                self.path, e.strerror or e))
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if self.progress is not None and self.message:
+                self.progress.log(self.message)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None

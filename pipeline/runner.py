@@ -152,7 +152,11 @@ def _clean_stale(run_dir):
 
 
 def prepare_dataset(config, progress):
-    """Generate the config's dataset when it is missing and ``dataset.generate`` says how."""
+    """Generate the config's dataset when it is missing and ``dataset.generate`` says how.
+
+    Several runs may share one generated dataset (the shipped configs all use data/shapes): the
+    first takes a lock beside the folder and generates it; the others wait for the lock, then find
+    the folder there and use it. Temporary folders a killed generation left are removed first."""
     ds = config.dataset
     if ds is None or Path(ds.path).exists() or ds.format != "folder":
         return
@@ -162,9 +166,21 @@ def prepare_dataset(config, progress):
             "to generate a small synthetic one (deploy data shapes {})".format(ds.path, ds.path)
         )
     from pipeline.data.shapes import generate_shapes
+    from pipeline.lock import wait_for_lock
 
-    progress.log("dataset  generating '{}' images at {}".format(ds.generate, ds.path))
-    summary = generate_shapes(Path(ds.path), train_per_class=ds.train_per_class, val_per_class=ds.val_per_class, seed=ds.seed)
+    path = Path(ds.path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DeployError("dataset.path: cannot create {} ({})".format(path.parent, e.strerror or e))
+    with wait_for_lock(path.parent / ".{}.lock".format(path.name), progress,
+                       "dataset  waiting for another run generating {}".format(path)):
+        for stale in path.parent.glob(".{}.tmp-*".format(path.name)):  # a killed generation's leftovers
+            shutil.rmtree(stale, ignore_errors=True)
+        if path.exists():  # another run made it while we waited
+            return
+        progress.log("dataset  generating '{}' images at {}".format(ds.generate, ds.path))
+        summary = generate_shapes(path, train_per_class=ds.train_per_class, val_per_class=ds.val_per_class, seed=ds.seed)
     progress.log("dataset  {} classes, {} train / {} val images".format(len(summary["classes"]), summary["train"], summary["val"]))
 
 
@@ -196,7 +212,13 @@ def run(config, target, force=(), force_all=False, from_stage=None, until=None, 
     external = external_artifacts(config)
 
     run_dir = Path(config.run.dir) / config.run.name
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise DeployError("run.dir/run.name: {} is a file, not a folder; move it or choose another run.name".format(run_dir))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DeployError("run.dir: cannot create {} ({}); choose a folder you can write to".format(
+            run_dir, e.strerror or e))
     with RunLock(run_dir):
         _clean_stale(run_dir)
         if any("dataset" in stages[n].uses for n in names if n in selected):

@@ -283,3 +283,83 @@ def test_outputs_and_manifests_follow_the_umask(setup):
     finally:
         os.umask(old)
         pipeline.files._UMASK.clear()
+
+
+def test_sigterm_mid_stage_cleans_up_like_ctrl_c(setup):
+    proc = _run_fake_cli(setup.config_path, {"FAKE_TRAIN_SLEEP": "30"})
+    deadline = time.time() + 30
+    while not list(setup.run_dir.glob(".tmp-train-*/started")) and time.time() < deadline:
+        time.sleep(0.05)
+    assert list(setup.run_dir.glob(".tmp-train-*/started")), proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert err.strip().splitlines()[-1] == "deploy: terminated (SIGTERM); unfinished stages left nothing behind"
+    assert not (setup.run_dir / "train").exists() and list(setup.run_dir.glob(".tmp-*")) == []
+    assert (setup.run_dir / ".lock").read_text() == ""  # released (the file stays, empty)
+    with RunLock(setup.run_dir):
+        pass
+
+
+def test_child_processes_die_with_deploy():
+    """The export stage's child process gets PR_SET_PDEATHSIG: kill -9 of deploy kills it too."""
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import subprocess, sys, time
+        from pipeline.files import die_with_parent
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=die_with_parent)
+        print(child.pid, flush=True)
+        time.sleep(60)
+    """)], cwd=str(ROOT), stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        try:  # reaped by init, or a zombie until then
+            with open("/proc/{}/status".format(child)) as f:
+                if "\nState:\tZ" in f.read():
+                    return
+        except OSError:
+            return
+        time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the child outlived its parent")
+
+
+def test_run_folder_problems_are_one_line(setup, tmp_path):
+    setup.run_dir.parent.mkdir(parents=True)
+    setup.run_dir.write_text("not a folder")
+    with pytest.raises(DeployError, match=r"run\.dir/run\.name: .*demo is a file, not a folder; move it or choose "
+                                          r"another run\.name"):
+        setup()
+    setup.run_dir.unlink()
+    (setup.run_dir / ".lock").mkdir(parents=True)
+    with pytest.raises(DeployError, match=r"cannot lock .*\.lock \(.*\); remove it"):
+        setup()
+
+
+def test_parallel_runs_share_one_generated_dataset_and_stale_temp_folders_go(tmp_path):
+    """Four runs of configs sharing one generated dataset, started together: all succeed; a
+    killed generation's temporary folder is removed."""
+    data = tmp_path / "data" / "shapes"
+    data.parent.mkdir()
+    (data.parent / ".shapes.tmp-999-dead").mkdir()  # what a killed generation leaves
+    procs = []
+    for k in range(4):
+        config = tmp_path / "c{}.yaml".format(k)
+        config.write_text("run: {{name: r{k}, dir: {r}}}\nmodel: {{zoo: small_cnn}}\ntarget: host_cpu\n"
+                          "dataset: {{path: {d}, generate: shapes, train_per_class: 3, val_per_class: 1}}\n"
+                          "stages: {{train: {{epochs: 1}}}}\n".format(k=k, r=tmp_path / "runs", d=data))
+        script = ("import sys; from pipeline.config import load_config; from pipeline.progress import Progress; "
+                  "from pipeline.runner import prepare_dataset; prepare_dataset(load_config(sys.argv[1]), Progress('quiet'))")
+        procs.append(subprocess.Popen([sys.executable, "-c", script, str(config)], cwd=str(ROOT),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    assert sorted(p.name for p in data.parent.iterdir()) == [".shapes.lock", "shapes"]
+    assert len(list((data / "train").rglob("*.png"))) == 12

@@ -18,8 +18,13 @@ from pipeline.errors import DeployError, StageFailed
 
 def export_saved_model(keras_path, out_dir, input_name="input", output_name="probabilities"):
     """Export ``keras_path`` (.keras/.h5) to the SavedModel directory ``out_dir``; returns its signature."""
+    from pipeline.files import die_with_parent
+
     cmd = [sys.executable, "-m", "pipeline.tf.export", str(keras_path), str(out_dir), input_name, output_name]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    # run() kills the child when this process is interrupted (Ctrl-C, SIGTERM); die_with_parent
+    # also when it is killed outright (kill -9), so no export keeps writing under the next run's lock
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                          preexec_fn=die_with_parent)
     if proc.returncode == 3:
         raise DeployError(proc.stdout.strip() or "cannot load {}".format(keras_path))
     if proc.returncode != 0:
