@@ -960,7 +960,7 @@ def test_keras_model(tmp_path):
                                     if op.type not in ("StatefulPartitionedCall", "PartitionedCall"))
     assert ops == reference
     (tmp_path / "broken.keras").write_bytes(b"PK\x03\x04 not really a zip")
-    with pytest.raises(DeployError, match="cannot load as a Keras model"):
+    with pytest.raises(DeployError, match="not a .keras file: not a zip archive, so truncated or another format"):
         read_model(tmp_path / "broken.keras")
 
 
