@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import List, Optional
 
 from pipeline.errors import EXIT_OK, EXIT_STAGE_FAILED, DeployError, StageFailed
-
-ATOL, RTOL = 1e-5, 1e-4  # pass when |batched - alone| <= ATOL + RTOL * |alone|, element-wise
-_REDUCTIONS = ("Mean", "Sum", "Max", "Min", "Prod")
+from pipeline.numeric import ATOL, RTOL, batched as _batched, diff as _diff, finite as _finite  # noqa: F401
+from pipeline.numeric.divergence import Divergence, divergences, first_divergence  # noqa: F401
+from pipeline.tf.graph import load_for_run as _tf_graph, tensor_name as _tensor
 
 
 class Backend:
@@ -46,39 +46,6 @@ class Backend:
             msg = "{} cannot run {} on a batch of shape {}: {}".format(
                 self.name, self.input_name, list(batch.shape), " ".join(str(e).split())[:300] or type(e).__name__)
             raise (StageFailed(msg) if len(batch) > 1 else DeployError(msg)) from None
-
-
-def _tensor(name):
-    return name if ":" in name else name + ":0"
-
-
-def _tf_graph(path, io):
-    """(tf, graph_def, io, imported graph, input tensor); io as given, else io.json next to the graph
-    (deploy's freeze stage writes it), else ``infer_io``."""
-    from pipeline.tf import import_tf
-    from pipeline.tf.graph import infer_io, load_graph_def, read_io_json, seeded_graph_def
-
-    tf = import_tf()
-    graph_def = seeded_graph_def(load_graph_def(path))
-    side, where = Path(path).parent / "io.json", "io"
-    if io is None and side.is_file():
-        io, where = read_io_json(side), str(side)
-    io = io or infer_io(graph_def)
-    names = {n.name for n in graph_def.node}
-    missing = [s["name"] for s in io["inputs"] + io["outputs"] if s["name"].split(":")[0] not in names]
-    if missing:
-        raise DeployError("{} names {} that {} does not have{}".format(
-            where, ", ".join(missing), path, "; it belongs to another graph: move it away" if where != "io" else ""))
-    if len(io["inputs"]) != 1:
-        raise DeployError("consistency checks models with one image input; {} has {} ({})".format(
-            path, len(io["inputs"]), ", ".join(i["name"] for i in io["inputs"])))
-    from pipeline.tf.screen import screen_graph
-
-    screen_graph(graph_def, path, outputs=[o["name"] for o in io["outputs"]])
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.graph_util.import_graph_def(graph_def, name="")
-    return tf, graph_def, io, graph, graph.get_tensor_by_name(_tensor(io["inputs"][0]["name"]))
 
 
 def tensorflow_backend(graph_def_path, io=None):
@@ -167,38 +134,8 @@ class ConsistencyReport:
         })
 
 
-def _finite(value):
-    """JSON-ready: inf (outputs of different shapes or non-numeric values that differ) becomes None."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return None if isinstance(value, float) and value in (float("inf"), float("-inf")) else value
-
-
 def _shape(shape):
     return None if shape is None else [d if d is None else int(d) for d in shape]
-
-
-def _diff(ref, got, atol, rtol):
-    """(max abs diff, max rel diff, any element over tolerance) of ``got`` against ``ref`` (same shape)."""
-    import numpy as np
-
-    ref, got = np.atleast_1d(ref), np.atleast_1d(got)
-    if ref.dtype.kind not in "biuf" or got.dtype.kind not in "biuf":  # strings and the like: equal or not
-        return (0.0, 0.0, False) if np.array_equal(ref, got) else (float("inf"), float("inf"), True)
-    if ref.size == 0:
-        return 0.0, 0.0, False
-    ref, got = ref.astype(np.float64), got.astype(np.float64)
-    d, nan = np.abs(got - ref), np.isnan(ref) | np.isnan(got)
-    d[nan] = np.where(np.isnan(ref) & np.isnan(got), 0.0, np.inf)[nan]  # NaN in both runs: the same
-    ref = np.abs(np.nan_to_num(ref))
-    return float(d.max()), float((d / np.maximum(ref, max(atol, 1e-12))).max()), bool(np.any(d > atol + rtol * ref))
-
-
-def _batched(alone, batched, size):
-    return alone.ndim >= 1 and batched.ndim == alone.ndim and alone.shape[0] == 1 and batched.shape[0] == size \
-        and alone.shape[1:] == batched.shape[1:]
 
 
 def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=RTOL, seed=0, source=None, model=None):
@@ -256,167 +193,6 @@ def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
         raise DeployError("no output of {} has the batch as its first dimension; nothing to compare ({})".format(
             model or backend.name, "; ".join(o.name + ": " + o.note for o in report.outputs)))
     return report
-
-
-# ------------------------------------------------------------------------------ first divergence
-
-
-@dataclass
-class Divergence:
-    node: str
-    op: str
-    tensor: str
-    attrs: dict  # key attributes: is_training (batch norm), axis (reductions), seed/seed2 (random ops)
-    reason: str  # "batch-dependent" | "stochastic"
-    max_abs_diff: float
-    max_rel_diff: float
-    hint: Optional[str] = None
-
-    def to_dict(self):
-        return _finite(dict(vars(self)))
-
-    def __str__(self):
-        attrs = "".join(", {}={}".format(k, str(v).lower() if isinstance(v, bool) else v) for k, v in self.attrs.items())
-        what = "stochastic, two runs of the same image differ by" if self.reason == "stochastic" else "max abs diff"
-        return "first divergence at {} ({}{}): {} {:.3g}".format(self.node, self.op, attrs, what, self.max_abs_diff)
-
-
-def _topological(graph_def):
-    """Node names in topological order, ties (and cycles: loop back-edges) in GraphDef order."""
-    import heapq
-
-    nodes = graph_def.node
-    index = {n.name: k for k, n in enumerate(nodes)}
-    waiting = [{index.get(i.lstrip("^").split(":")[0], k) for i in n.input} - {k} for k, n in enumerate(nodes)]
-    users = [[] for _ in nodes]
-    for k, deps in enumerate(waiting):
-        for d in deps:
-            users[d].append(k)
-    ready, order = [k for k, deps in enumerate(waiting) if not deps], []
-    while ready:
-        order.append(heapq.heappop(ready))
-        for u in users[order[-1]]:
-            waiting[u].discard(order[-1])
-            if not waiting[u]:
-                heapq.heappush(ready, u)
-    done = set(order)
-    return [nodes[k].name for k in order] + [n.name for k, n in enumerate(nodes) if k not in done]
-
-
-def _key_attrs(node, consts):
-    import numpy as np
-
-    out = {"is_training": node.attr["is_training"].b} if "is_training" in node.attr else {}
-    axes = consts.get(node.input[1].split(":")[0]) if node.op in _REDUCTIONS and len(node.input) > 1 else None
-    if axes is not None:
-        from tensorflow.python.framework import tensor_util
-
-        out["axis"] = np.atleast_1d(tensor_util.MakeNdarray(axes.attr["value"].tensor)).tolist()
-    from pipeline.tf.graph import DEPLOY_SEED
-
-    if "seed" in node.attr and node.attr["seed"].i != DEPLOY_SEED:
-        out.update({k: node.attr[k].i for k in ("seed", "seed2") if k in node.attr and node.attr[k].i})
-    return out
-
-
-def _hint(op, attrs, reason):
-    if reason == "stochastic":
-        return ("a random op (dropout or augmentation left in training mode) makes the output random: rebuild with "
-                "training=False or apply rewrite strip_dropout")
-    if attrs.get("is_training"):
-        return ("batch norm in training mode normalises with the batch's own mean and variance: export with "
-                "training=False (deploy's export stage does) or apply rewrite bn_inference")
-    if 0 in attrs.get("axis", ()):
-        return "{} over the batch axis (axis 0) mixes the samples of a batch: use fixed statistics at inference".format(op)
-    return None
-
-
-def _fetch(tf, sess, tensors, feed):
-    try:
-        return sess.run(tensors, feed)
-    except tf.errors.OpError:  # an unfetchable tensor (dead cond branch, loop frame): one by one, None for those
-        out = []
-        for t in tensors:
-            try:
-                out.append(sess.run(t, feed))
-            except tf.errors.OpError:
-                out.append(None)
-        return out
-
-
-def first_divergence(graph_def_path, image, neighbours, io=None, tolerance=ATOL, rtol=RTOL, position=0, chunk=64):
-    """The first of ``divergences`` in topological order, or None."""
-    found = divergences(graph_def_path, image, neighbours, io, tolerance, rtol, position, chunk)
-    return found[0] if found else None
-
-
-def divergences(graph_def_path, image, neighbours, io=None, tolerance=ATOL, rtol=RTOL, position=0, chunk=64):
-    """Where a frozen graph stops being a function of its own sample, in topological order, each
-    kind at most once:
-
-    - "stochastic": the first node whose output for ``image`` differs between two runs in one
-      session (a random op: dropout left in training mode);
-    - "batch-dependent": the first node whose output for ``image`` alone differs from its row at
-      ``position`` in a batch with ``neighbours``, each run in a fresh session, so that seeded
-      random ops draw the same numbers for that row (at position 0) and only the batch differs.
-
-    Random ops without a seed get one from their name (``seeded_graph_def``): the answer is a pure
-    function of the graph and the images. [] when every float tensor agrees."""
-    import numpy as np
-
-    tf, graph_def, io, graph, inp = _tf_graph(graph_def_path, io)
-    image, neighbours = np.asarray(image, inp.dtype.as_numpy_dtype), np.asarray(neighbours, inp.dtype.as_numpy_dtype)
-    image = image[None] if inp.shape.rank is not None and image.ndim == inp.shape.rank - 1 else image
-    if len(neighbours) == 0:
-        raise DeployError("first_divergence needs at least one neighbour image")
-    batch = np.concatenate([neighbours[:position], image, neighbours[position:]])
-    by_name = {n.name: n for n in graph_def.node}
-    consts = {n.name: n for n in graph_def.node if n.op == "Const"}
-    used = {_tensor(i) for n in graph_def.node for i in n.input if not i.startswith("^")}
-    used |= {_tensor(o["name"]) for o in io["outputs"]}  # unused side outputs (a batch norm's batch variance) can't matter
-    tensors = [t for name in _topological(graph_def) if by_name[name].op not in ("Const", "Placeholder")
-               for t in graph.get_operation_by_name(name).outputs
-               if t.dtype.is_floating and t.name in used and graph.is_fetchable(t)]
-    order = {t.name: k for k, t in enumerate(tensors)}
-
-    def fresh(part, x):  # a new session: every seeded random op starts from its seed
-        with tf.compat.v1.Session(graph=graph) as sess:
-            return _fetch(tf, sess, part, {inp: x})
-
-    found = {}
-    with tf.compat.v1.Session(graph=graph) as sess:
-        for start in range(0, len(tensors), chunk):
-            part = tensors[start:start + chunk]
-            if "stochastic" not in found:
-                alone, again = _fetch(tf, sess, part, {inp: image}), _fetch(tf, sess, part, {inp: image})
-                for t, a, b in zip(part, alone, again):
-                    if a is None or b is None:
-                        continue
-                    abs_d, rel_d, over = _diff(a, b, tolerance, rtol) if a.shape == b.shape else (np.inf, np.inf, True)
-                    if over:
-                        found["stochastic"] = (t, abs_d, rel_d)
-                        break
-            if "batch-dependent" not in found:
-                alone, inside = fresh(part, image), fresh(part, batch)
-                for t, a, c in zip(part, alone, inside):
-                    if a is None or c is None or not (_batched(a, c, len(batch)) or a.shape == c.shape):
-                        continue
-                    pair = (a[0], c[position]) if _batched(a, c, len(batch)) else (a, c)  # (a, c): no batch dim at all
-                    abs_d, rel_d, over = _diff(*pair, tolerance, rtol)
-                    if over:
-                        found["batch-dependent"] = (t, abs_d, rel_d)
-                        break
-            if len(found) == 2:
-                break
-    out = []
-    for reason, (t, abs_d, rel_d) in sorted(found.items(), key=lambda kv: order[kv[1][0].name]):
-        node = by_name[t.op.name]
-        attrs = _key_attrs(node, consts)
-        out.append(Divergence(node.name, node.op, t.name, attrs, reason, abs_d, rel_d, _hint(node.op, attrs, reason)))
-    return out
-
-
-# ------------------------------------------------------------------------------ report and command
 
 
 def diagnose(report, path, images, tolerance=ATOL, rtol=RTOL):

@@ -123,3 +123,37 @@ def read_io_json(path):
                 raise DeployError("{} ({}[{}] has no name); delete or move it".format(what, key, k))
             entry["name"] = entry["name"].split(":")[0] if entry["name"].endswith(":0") else entry["name"]
     return io
+
+
+def tensor_name(name):
+    return name if ":" in name else name + ":0"
+
+
+def load_for_run(path, io=None):
+    """A frozen graph ready to run with one image input: (tf, graph_def, io, imported graph, input
+    tensor). ``io`` as given, else io.json next to the graph (deploy's freeze stage writes it), else
+    ``infer_io``. Random ops are seeded (repeatable runs) and the graph is screened (nothing runs
+    that could act outside it)."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    graph_def = seeded_graph_def(load_graph_def(path))
+    side, where = Path(path).parent / "io.json", "io"
+    if io is None and side.is_file():
+        io, where = read_io_json(side), str(side)
+    io = io or infer_io(graph_def)
+    names = {n.name for n in graph_def.node}
+    missing = [s["name"] for s in io["inputs"] + io["outputs"] if s["name"].split(":")[0] not in names]
+    if missing:
+        raise DeployError("{} names {} that {} does not have{}".format(
+            where, ", ".join(missing), path, "; it belongs to another graph: move it away" if where != "io" else ""))
+    if len(io["inputs"]) != 1:
+        raise DeployError("consistency checks models with one image input; {} has {} ({})".format(
+            path, len(io["inputs"]), ", ".join(i["name"] for i in io["inputs"])))
+    from pipeline.tf.screen import screen_graph
+
+    screen_graph(graph_def, path, outputs=[o["name"] for o in io["outputs"]])
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    return tf, graph_def, io, graph, graph.get_tensor_by_name(tensor_name(io["inputs"][0]["name"]))

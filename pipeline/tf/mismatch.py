@@ -33,7 +33,7 @@ def keep_prob_input(graph_def_path, input_names):
 
 def explain_mismatch(graph_def_path, graph_def, io, model, images, tolerance):
     """One line: why the outputs differ (see module doc); "" when no cause is found."""
-    from pipeline.consistency import divergences
+    from pipeline.numeric.divergence import divergences
 
     try:
         found = divergences(graph_def_path, images[:1], images[1:] if len(images) > 1 else images[:1, ::-1], io=io,
@@ -59,12 +59,13 @@ def first_layer_mismatch(graph_def, io, model, images, tolerance, rtol=1e-4):
     import onnx
     import onnxruntime
 
-    from pipeline.consistency import _diff, _topological
+    from pipeline.numeric import diff as _diff
+    from pipeline.numeric.divergence import topological_names
     from pipeline.tf.graph import run_graph_def
 
     onnx_values = {v for n in model.graph.node for v in n.output}
     by_name = {n.name: n for n in graph_def.node}
-    shared = [name for name in _topological(graph_def)
+    shared = [name for name in topological_names(graph_def)
               if by_name[name].op not in ("Const", "Placeholder", "Identity") and name + ":0" in onnx_values]
     if not shared:
         return None

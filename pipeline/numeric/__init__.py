@@ -1,0 +1,37 @@
+"""Comparing outputs: one rule for "the same within tolerance", used by batch consistency, the
+first-divergence search and the convert stage's diagnosis.
+
+    diff(ref, got, atol, rtol) -> (max abs diff, max rel diff, any element over atol + rtol * |ref|)
+"""
+
+ATOL, RTOL = 1e-5, 1e-4  # pass when |got - ref| <= ATOL + RTOL * |ref|, element-wise
+
+
+def finite(value):
+    """JSON-ready: inf (outputs of different shapes or non-numeric values that differ) becomes None."""
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return None if isinstance(value, float) and value in (float("inf"), float("-inf")) else value
+
+
+def diff(ref, got, atol, rtol):
+    """(max abs diff, max rel diff, any element over tolerance) of ``got`` against ``ref`` (same shape)."""
+    import numpy as np
+
+    ref, got = np.atleast_1d(ref), np.atleast_1d(got)
+    if ref.dtype.kind not in "biuf" or got.dtype.kind not in "biuf":  # strings and the like: equal or not
+        return (0.0, 0.0, False) if np.array_equal(ref, got) else (float("inf"), float("inf"), True)
+    if ref.size == 0:
+        return 0.0, 0.0, False
+    ref, got = ref.astype(np.float64), got.astype(np.float64)
+    d, nan = np.abs(got - ref), np.isnan(ref) | np.isnan(got)
+    d[nan] = np.where(np.isnan(ref) & np.isnan(got), 0.0, np.inf)[nan]  # NaN in both runs: the same
+    ref = np.abs(np.nan_to_num(ref))
+    return float(d.max()), float((d / np.maximum(ref, max(atol, 1e-12))).max()), bool(np.any(d > atol + rtol * ref))
+
+
+def batched(alone, batched, size):
+    return alone.ndim >= 1 and batched.ndim == alone.ndim and alone.shape[0] == 1 and batched.shape[0] == size \
+        and alone.shape[1:] == batched.shape[1:]
