@@ -236,3 +236,18 @@ def test_keras_h5_models_from_fresh_sessions_match_by_structure(tmp_path):
     assert any("conv2d_16_1/" in x and "conv2d_1/" in y for x, y in report.renamed.items())
     res = deploy("diff", a, b)
     assert res.returncode == 4 and "shape [8,38] → [8,44]" in res.stdout
+
+
+@pytest.mark.tf
+def test_big_files_read_b_in_a_second_process_with_the_same_answers(tmp_path, monkeypatch):
+    """The parallel path (B read in a forked process, values read again only when needed) gives the
+    report the one-process path gives: renames, changed weights with their values, changed ops."""
+    import pipeline.diff
+
+    base, changed = _graph(tmp_path, "base.pb"), _graph(tmp_path, "w.pb", weights=2.0, axis=-1)
+    alone = diff_models(base, changed).to_dict()
+    monkeypatch.setattr(pipeline.diff, "PARALLEL_BYTES", 0)
+    parallel = diff_models(base, changed).to_dict()
+    assert parallel == alone and parallel["values"]
+    swapped = diff_models(_branches(tmp_path, "yz.pb", "y"), _branches(tmp_path, "zy.pb", "z"))
+    assert swapped.structurally_identical and swapped.renamed["concat"] == "concat_1"

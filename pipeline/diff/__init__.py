@@ -72,7 +72,7 @@ def diff_models(a_path, b_path, signature="serving_default"):
     enabled = gc.isenabled()
     gc.disable()
     try:
-        a, b = _load(a_path, signature), _load(b_path, signature)
+        a, b = _load_pair(a_path, b_path, signature)
         if a.kind != b.kind:
             raise DeployError("cannot diff a {} model ({}) with a {} model ({}); compare models of one kind".format(
                 a.kind, a_path, b.kind, b_path))
@@ -80,6 +80,58 @@ def diff_models(a_path, b_path, signature="serving_default"):
     finally:
         if enabled:
             gc.enable()
+
+
+PARALLEL_BYTES = 4 << 20  # from this size on, B is read in a second process while A is read here
+
+
+def _load_pair(a_path, b_path, signature):
+    """Both DiffGraphs, prepared. Big files: B is read and prepared in a forked process at the
+    same time as A (reading is most of the time), and comes back as structure and constant
+    fingerprints; its values are read again only if the report needs them."""
+    import multiprocessing
+    import os
+    from pathlib import Path
+
+    from pipeline.diff.structure import DiffGraph, prepare
+
+    big = all(Path(p).is_file() and os.path.getsize(p) >= PARALLEL_BYTES for p in (a_path, b_path))
+    if not big or "fork" not in multiprocessing.get_all_start_methods():
+        a, b = _load(a_path, signature), _load(b_path, signature)
+        return prepare(a), prepare(b)
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_load_in_child, args=(b_path, signature, send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        a = prepare(_load(a_path, signature))
+        try:
+            data = receive.recv()
+        except EOFError:
+            data = None
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+    if isinstance(data, dict):
+        return a, DiffGraph.restore(data, lambda: _load(b_path, signature))
+    if isinstance(data, DeployError):
+        raise data
+    return a, prepare(_load(b_path, signature))  # the child failed: read B here, with its own errors
+
+
+def _load_in_child(path, signature, send):
+    from pipeline.diff.structure import prepare
+
+    try:
+        send.send(prepare(_load(path, signature)).compact())
+    except DeployError as e:
+        send.send(e)
+    except BaseException:  # anything else: the parent reads the file itself and reports
+        send.send(None)
+    finally:
+        send.close()
 
 
 def _load(path, signature):
@@ -129,8 +181,9 @@ def diff_graphs(a, b):
 
     a = a if isinstance(a, DiffGraph) else from_view(a)
     b = b if isinstance(b, DiffGraph) else from_view(b)
-    prepare(a)
-    prepare(b)
+    for g in (a, b):
+        if g.hashes is None:
+            prepare(g)
     match = Matcher(a, b).run()
     skip_a, skip_b = set(a.passthrough), set(b.passthrough)
     report = DiffReport(a.source, b.source, {"a": len(a.names), "b": len(b.names)})

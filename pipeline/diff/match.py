@@ -224,7 +224,7 @@ def _value_hash(g, i, memo):
             stack.pop()
             continue
         if g.const[k]:
-            memo[k] = hash((g.sigs[k], _tensor_bytes(g.tensors.get(k))))
+            memo[k] = hash((g.sigs[k], g.fingerprint(k)))
             stack.pop()
             continue
         pending = [p for p, _ in g.inputs[k] if p not in memo and p not in stack]

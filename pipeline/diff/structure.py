@@ -30,8 +30,44 @@ class DiffGraph:
     hashes: Optional[List[int]] = None
     consumers: Optional[List[list]] = None
 
+    fingerprints: Dict[int, int] = field(default_factory=dict)  # const index -> hash of its bytes (computed once)
+
     def index(self):
         return {name: i for i, name in enumerate(self.names)}
+
+    def fingerprint(self, i):
+        """A hash of constant ``i``'s bytes (dtype, shape and values)."""
+        fp = self.fingerprints.get(i)
+        if fp is None:
+            from pipeline.diff.match import _tensor_bytes
+
+            fp = self.fingerprints[i] = hash(_tensor_bytes(self.tensors.get(i)))
+        return fp
+
+    def compact(self):
+        """What crosses a process boundary: the structure and constant fingerprints, no protobuf."""
+        for i in self.tensors:
+            self.fingerprint(i)
+        keep = ("source", "kind", "names", "ops", "sigs", "inputs", "const", "passthrough", "outputs", "shapes",
+                "hashes", "consumers", "fingerprints")
+        return {k: getattr(self, k) for k in keep}
+
+    @classmethod
+    def restore(cls, data, reload):
+        """A DiffGraph from ``compact()``; constants and attributes are read again from the file
+        (``reload()`` -> DiffGraph) only if a report needs their values."""
+        g = cls(**{k: v for k, v in data.items() if k not in ("hashes", "consumers", "fingerprints")})
+        g.hashes, g.consumers, g.fingerprints = data["hashes"], data["consumers"], data["fingerprints"]
+        full = []
+
+        def loaded():
+            if not full:
+                full.append(reload())
+            return full[0]
+
+        g.tensors = _Lazy(lambda: loaded().tensors, keys=list(data["fingerprints"]))
+        g.attrs_of = lambda i: loaded().attrs_of(i)
+        return g
 
 
 def reliable_names(names):
@@ -221,3 +257,24 @@ def prepare(g):
             hashes[i] = hash((sigs[i], tuple((hashes[p] if hashes[p] is not None else 0, port) for p, port in inputs[i])))
     g.hashes = hashes
     return g
+
+
+class _Lazy:
+    """A read-only mapping whose contents are built on first access."""
+
+    def __init__(self, build, keys):
+        self._build, self._keys, self._data = build, keys, None
+
+    def _get(self):
+        if self._data is None:
+            self._data = self._build()
+        return self._data
+
+    def get(self, key, default=None):
+        return self._get().get(key, default)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
