@@ -234,15 +234,3 @@ def _value_hash(g, i, memo):
         memo[k] = hash((g.hashes[k], tuple((memo.get(p, 0), port) for p, port in g.inputs[k])))
         stack.pop()
     return memo[i]
-
-
-def _tensor_bytes(value):
-    if value is None:
-        return b""
-    if hasattr(value, "SerializeToString"):
-        return value.SerializeToString(deterministic=True)
-    proto = getattr(value, "_proto", None)
-    if proto is not None:
-        return proto.SerializeToString(deterministic=True)
-    array = value.array() if hasattr(value, "array") else None
-    return array.tobytes() if array is not None else repr(value).encode()

@@ -39,9 +39,7 @@ class DiffGraph:
         """A hash of constant ``i``'s bytes (dtype, shape and values)."""
         fp = self.fingerprints.get(i)
         if fp is None:
-            from pipeline.diff.match import _tensor_bytes
-
-            fp = self.fingerprints[i] = hash(_tensor_bytes(self.tensors.get(i)))
+            fp = self.fingerprints[i] = hash(tensor_bytes(self.tensors.get(i)))
         return fp
 
     def compact(self):
@@ -278,3 +276,16 @@ class _Lazy:
 
     def __len__(self):
         return len(self._keys)
+
+
+def tensor_bytes(value):
+    """A constant's bytes: its TensorProto serialized (dtype, shape, values), whatever reader made it."""
+    if value is None:
+        return b""
+    if hasattr(value, "SerializeToString"):
+        return value.SerializeToString(deterministic=True)
+    proto = getattr(value, "_proto", None)
+    if proto is not None:
+        return proto.SerializeToString(deterministic=True)
+    array = value.array() if hasattr(value, "array") else None
+    return array.tobytes() if array is not None else repr(value).encode()
