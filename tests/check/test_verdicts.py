@@ -236,6 +236,7 @@ def test_host_cpu_checks_against_onnx_runtime(tmp_path):
     assert res.returncode == 2 and "ONNX Runtime CPU kernels" in res.stdout and "does not support ImageDecoder" in res.stdout
 
 
+@pytest.mark.tf
 def test_junit_fails_only_what_makes_the_verdict_no(tmp_path):
     import fixtures
 
