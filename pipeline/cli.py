@@ -75,9 +75,12 @@ def cmd_rewrite(args):
         for item in args.cut:
             node, _, dims = item.partition("=")
             options["cut"]["inputs"][node] = _dims(dims, "--cut") if dims else None
+    from pipeline.rewrite.command import check_output
+
     progress = Progress("quiet" if args.quiet else "human")
     if str(args.model).endswith(".onnx"):
         return _rewrite_onnx(args, target, progress)
+    check_output(args.output)  # before any pass runs
     graph, io, summary, report = rewrite_model(
         args.model, target, args.passes or (), args.auto, options, args.reference, args.dataset, args.samples,
         args.tolerance, progress, args.outputs.split(",") if args.outputs else None)

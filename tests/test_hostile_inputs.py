@@ -168,3 +168,16 @@ def test_truncated_keras_file_is_named_for_what_it_is(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 1 and err[-1].startswith("deploy: error: {}: not a .keras file: not a zip archive, so "
                                                 "truncated or another format".format(tmp_path / "cut.keras")), err
+
+
+def test_rewrite_output_problems_are_found_before_any_pass_runs(tmp_path, capsys):
+    model = tmp_path / "frozen.pb"
+    model.write_bytes(_graph_def_bytes())
+    (tmp_path / "taken.pb").mkdir()
+    for out, message in ((tmp_path / "taken.pb", "is a directory; give a file name (*.pb)"),
+                         (tmp_path / "graph.txt", "the rewritten model is a frozen .pb; name it *.pb"),
+                         (tmp_path / "missing" / "o.pb", "directory {} does not exist".format(tmp_path / "missing"))):
+        code = main(["rewrite", str(model), "-t", "jetson_tx2", "-o", str(out), "--pass", "prune"])
+        captured = capsys.readouterr()
+        assert code == 1 and captured.err.strip().splitlines() == ["deploy: error: -o {}: {}".format(out, message)]
+        assert "prune" not in captured.err  # nothing ran

@@ -76,15 +76,22 @@ def _verdict(report):
             "blockers": {r.route: report.total_blockers(r.route) for r in report.routes if r.applicable}}
 
 
-def write_outputs(graph, io, summary, out):
-    """OUT (frozen graph), OUT's io.json and rewrite.json beside it, each written atomically."""
-    from pathlib import Path
-
+def check_output(out, suffix=".pb"):
+    """-o problems found before any work: the wrong suffix, a directory, a missing parent folder."""
     out = Path(out)
-    if out.suffix not in (".pb",):
-        raise DeployError("-o {}: the rewritten graph is a frozen .pb; name it *.pb".format(out))
+    if out.suffix != suffix:
+        raise DeployError("-o {}: the rewritten model is {}; name it *{}".format(
+            out, "a frozen .pb" if suffix == ".pb" else "an .onnx model", suffix))
+    if out.is_dir():
+        raise DeployError("-o {}: is a directory; give a file name (*{})".format(out, suffix))
     if not out.parent.exists():
         raise DeployError("-o {}: directory {} does not exist".format(out, out.parent))
+
+
+def write_outputs(graph, io, summary, out):
+    """OUT (frozen graph), OUT's io.json and rewrite.json beside it, each written atomically."""
+    out = Path(out)
+    check_output(out)
     write_bytes(out, graph.serialize())
     write_text(out.with_name(out.stem + ".io.json"), json.dumps(io, indent=2, sort_keys=True) + "\n")
     write_text(out.with_name(out.stem + ".rewrite.json"), json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
