@@ -143,7 +143,7 @@ def cmd_unfreeze(args):
 
 def cmd_ckpt_inspect(args):
     """List the variables of a checkpoint, .keras/.weights.h5/.h5 file or frozen graph."""
-    from pipeline.checkpoints import inspect
+    from pipeline.train.checkpoints import inspect
 
     rows = inspect(args.checkpoint)
     width = max([len(name) for name, _, _, _ in rows] + [4])
@@ -157,7 +157,7 @@ def cmd_ckpt_inspect(args):
 def cmd_ckpt_diff(args):
     """The restore report of CHECKPOINT into a config's model, without training."""
     from pipeline.config import load_config
-    from pipeline.restore import config_restore_report, format_report
+    from pipeline.train.restore import config_restore_report, format_report
 
     report, problem = config_restore_report(load_config(args.config, args.set), args.checkpoint)
     print(format_report(report))

@@ -82,7 +82,7 @@ def external_artifacts(config):
     if suffix in (".keras", ".h5"):
         train = getattr(config.stages, "train", None)
         if train is not None and train.init_from:
-            return {}  # the train stage fine-tunes this model from init_from (pipeline.restore.config_model)
+            return {}  # the train stage fine-tunes this model from init_from (pipeline.train.restore.config_model)
         return {"keras_model": path}
     if suffix in (".pb", ".pbtxt"):
         return {"frozen_graph": path}

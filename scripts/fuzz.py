@@ -36,7 +36,7 @@ def main():
     with atheris.instrument_imports(include=["pipeline"]):
         import targets
         import pipeline.config  # noqa: F401  (instrumented before the target imports it)
-        import pipeline.config_yaml  # noqa: F401
+        import pipeline.config.source  # noqa: F401
         import pipeline.graph.readers  # noqa: F401
         import pipeline.graph.onnx_reader  # noqa: F401
 

@@ -206,10 +206,10 @@ def test_cli_validate_and_schema(write):
 
 
 def test_config_reference_doc_is_up_to_date():
-    from pipeline.config_docs import reference_markdown
+    from pipeline.config.docs import reference_markdown
 
     assert (ROOT / "docs" / "config.md").read_text() == reference_markdown(), \
-        "regenerate: python -m pipeline.config_docs > docs/config.md"
+        "regenerate: python -m pipeline.config.docs > docs/config.md"
 
 
 def test_validate_checks_the_paths_a_config_names(tmp_path):

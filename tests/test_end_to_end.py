@@ -144,7 +144,7 @@ def test_init_from_restores_what_matches_and_lists_the_rest(tiny):
     restore = json.loads((tiny / "runs" / "finetune" / "train" / "history.json").read_text())["restore"]
     assert sorted(restore["excluded"]) == ["probabilities/bias", "probabilities/kernel"]
     assert len(restore["restored"]) == 260 and restore["new"] == [] and restore["shape_mismatch"] == []
-    from pipeline.checkpoints import read_weights
+    from pipeline.train.checkpoints import read_weights
 
     saved = read_weights(tiny / "runs" / "finetune" / "train" / "checkpoints" / "epoch_001.weights.h5")
     # the epoch checkpoint holds every variable of the new model (and the optimizer's), the new head included

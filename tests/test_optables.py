@@ -1,4 +1,4 @@
-"""Op tables under targets/ops/ and their loader, pipeline/optables.py."""
+"""Op tables under targets/ops/ and their loader, pipeline/targets/optables.py."""
 
 import shutil
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline.errors import DeployError
-from pipeline.optables import (
+from pipeline.targets.optables import (
     ROUTE_OP_NAMES,
     OpSupport,
     OpTable,
@@ -164,7 +164,7 @@ def test_not_converted_collects_reasons_in_order():
 
 
 def test_route_names_agree_with_targets():
-    from pipeline.optables import ROUTES
+    from pipeline.targets.optables import ROUTES
     from pipeline.targets import OP_TABLE_KEYS
 
     assert set(ROUTES) == set(OP_TABLE_KEYS)
@@ -176,12 +176,12 @@ def test_normalize_type():
 
 
 def test_loading_is_fast():
-    from pipeline.optables import _load_file
+    from pipeline.targets.optables import parse_op_table
 
     path = (OPS_DIR / "onnx_trt_10.yaml").resolve()  # the biggest ONNX table
     start = time.perf_counter()
     for _ in range(5):
-        _load_file.__wrapped__(str(path), 0, 0)  # parse + validate, uncached
+        parse_op_table(path)  # parse + validate, uncached
     assert (time.perf_counter() - start) / 5 < 0.1  # a few ms here; generous for slow CI machines
 
 
@@ -293,6 +293,6 @@ def test_edited_table_is_reloaded(tmp_path, monkeypatch):
 
 def test_import_is_light():
     heavy = ["tensorflow", "tensorrt", "onnx", "onnxruntime", "tf2onnx", "pycuda", "numpy", "torch"]
-    code = "import sys, pipeline.optables; print(' '.join(m for m in %r if m in sys.modules))" % (heavy,)
+    code = "import sys, pipeline.targets.optables; print(' '.join(m for m in %r if m in sys.modules))" % (heavy,)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -1,4 +1,4 @@
-"""pipeline.restore: partial restores into changed networks, from every checkpoint format."""
+"""pipeline.train.restore: partial restores into changed networks, from every checkpoint format."""
 
 import numpy as np
 import pytest
@@ -82,7 +82,7 @@ def check_restored(model, saved, report):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_read_weights_has_every_value(saved, fmt):
-    from pipeline.restore import read_weights
+    from pipeline.train.restore import read_weights
 
     weights = read_weights(saved[fmt])
     assert len(weights) == len(BASE_VARS)
@@ -90,7 +90,7 @@ def test_read_weights_has_every_value(saved, fmt):
 
 
 def test_names_per_format(saved):
-    from pipeline.restore import read_weights
+    from pipeline.train.restore import read_weights
 
     assert sorted(read_weights(saved["keras"])) == sorted(BASE_VARS)
     assert sorted(read_weights(saved["legacy_h5"])) == sorted(BASE_VARS)
@@ -100,7 +100,7 @@ def test_names_per_format(saved):
 
 
 def test_inspect(saved):
-    from pipeline.restore import inspect
+    from pipeline.train.restore import inspect
 
     rows = inspect(saved["keras"])
     assert [r[0] for r in rows] == sorted(BASE_VARS)
@@ -111,7 +111,7 @@ def test_read_frozen_graph(keras, saved, tmp_path):
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    from pipeline.restore import read_weights
+    from pipeline.train.restore import read_weights
 
     model = saved["model"]
     fn = tf.function(lambda x: model(x)).get_concrete_function(tf.TensorSpec([1, 6, 6, 3], tf.float32))
@@ -127,7 +127,7 @@ def test_keras_file_with_unknown_layer_falls_back_to_its_weights(keras, saved, t
     """A .keras whose config cannot be rebuilt here (custom layer): its model.weights.h5 is read."""
     import zipfile
 
-    from pipeline.restore import read_weights, restore
+    from pipeline.train.restore import read_weights, restore
 
     path = tmp_path / "custom.keras"
     with zipfile.ZipFile(str(saved["keras"])) as src, zipfile.ZipFile(str(path), "w") as dst:
@@ -147,7 +147,7 @@ def test_keras_file_with_unknown_layer_falls_back_to_its_weights(keras, saved, t
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_same_network_restores_everything(keras, saved, fmt):
-    from pipeline.restore import restore
+    from pipeline.train.restore import restore
 
     model = build(keras)
     report = restore(model, saved[fmt])
@@ -165,7 +165,7 @@ def test_same_network_restores_everything(keras, saved, fmt):
     ("new_conv", ["conv_new/kernel", "conv_new/bias"], 0),  # (d) an added trainable layer
 ])
 def test_changed_networks(keras, saved, fmt, variant, new, unused_count):
-    from pipeline.restore import restore
+    from pipeline.train.restore import restore
 
     model = build(keras, variant)
     before = values(model)
@@ -183,7 +183,7 @@ def test_changed_networks(keras, saved, fmt, variant, new, unused_count):
 def test_ambiguous_added_layer_in_tf2_checkpoint_is_not_guessed(keras, saved):
     """A TF2 checkpoint has positions, not names: an added conv shaped like its neighbour leaves
     the alignment two ways to go; neither conv is restored and both are reported."""
-    from pipeline.restore import restore
+    from pipeline.train.restore import restore
 
     L = keras.layers
     inputs = keras.Input((6, 6, 3), name="input")
@@ -205,7 +205,7 @@ def test_ambiguous_added_layer_in_tf2_checkpoint_is_not_guessed(keras, saved):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_new_head_shape_mismatch_needs_exclude_scopes(keras, saved, fmt):
-    from pipeline.restore import restore
+    from pipeline.train.restore import restore
 
     model = build(keras, classes=5)
     before = values(model)
@@ -225,14 +225,14 @@ def test_new_head_shape_mismatch_needs_exclude_scopes(keras, saved, fmt):
 
 
 def test_report_without_raising_lists_the_mismatch(keras, saved):
-    from pipeline.restore import read_weights, restore_report
+    from pipeline.train.restore import read_weights, restore_report
 
     report = restore_report(build(keras, classes=5), read_weights(saved["keras"]), strict=False)
     assert report["shape_mismatch"] == ["dense/kernel (4, 4) vs (4, 5)", "dense/bias (4,) vs (5,)"]
 
 
 def test_trainable_scopes_freeze_the_rest(keras, saved):
-    from pipeline.restore import restore
+    from pipeline.train.restore import restore
 
     model = build(keras, "new_conv")
     report = restore(model, saved["keras"], trainable_scopes=["conv_new", "dense"])
@@ -242,7 +242,7 @@ def test_trainable_scopes_freeze_the_rest(keras, saved):
 
 
 def test_format_report(keras, saved):
-    from pipeline.restore import format_report, restore
+    from pipeline.train.restore import format_report, restore
 
     text = format_report(restore(build(keras, "new_conv"), saved["keras"]))
     lines = text.splitlines()
@@ -254,7 +254,7 @@ def test_format_report(keras, saved):
 # -- name matching ---------------------------------------------------------------------------------
 
 def test_suffix_match_ignores_a_leading_scope_and_port(keras, saved):
-    from pipeline.restore import restore_report
+    from pipeline.train.restore import restore_report
 
     weights = {"other_model/" + k + ":0": v for k, v in saved["values"].items()}
     report = restore_report(build(keras), weights)
@@ -262,7 +262,7 @@ def test_suffix_match_ignores_a_leading_scope_and_port(keras, saved):
 
 
 def test_suffix_match_never_guesses(keras, saved):
-    from pipeline.restore import restore_report
+    from pipeline.train.restore import restore_report
 
     weights = {"a/" + k: v for k, v in saved["values"].items()}
     weights["b/conv1/kernel"] = saved["values"]["conv1/kernel"]
@@ -275,7 +275,7 @@ def test_suffix_match_never_guesses(keras, saved):
 def test_tf1_name_based_checkpoint_with_name_map(keras, tmp_path):
     import tensorflow as tf
 
-    from pipeline.restore import read_weights, restore
+    from pipeline.train.restore import read_weights, restore
 
     rng = np.random.default_rng(1)
     want = {}
@@ -316,7 +316,7 @@ def test_tf1_name_based_checkpoint_with_name_map(keras, tmp_path):
 
 def test_nested_model_from_weights_h5(keras, tmp_path):
     """A zoo-like model (a model inside a model): .weights.h5 names resolve through the nesting."""
-    from pipeline.restore import restore
+    from pipeline.train.restore import restore
 
     def nested(classes):
         L = keras.layers
@@ -339,7 +339,7 @@ def test_nested_model_from_weights_h5(keras, tmp_path):
 
 @pytest.mark.parametrize("name", ["missing.keras", "missing.weights.h5", "missing_ckpt", "missing.pb"])
 def test_missing_file(tmp_path, name):
-    from pipeline.restore import read_weights
+    from pipeline.train.restore import read_weights
 
     with pytest.raises(DeployError) as e:
         read_weights(tmp_path / name)
@@ -348,7 +348,7 @@ def test_missing_file(tmp_path, name):
 
 @pytest.mark.parametrize("name", ["bad.keras", "bad.weights.h5", "bad.h5", "bad.pb"])
 def test_corrupt_file(tmp_path, name):
-    from pipeline.restore import read_weights
+    from pipeline.train.restore import read_weights
 
     path = tmp_path / name
     path.write_bytes(b"not a model at all \x00\x01\x02")
@@ -358,7 +358,7 @@ def test_corrupt_file(tmp_path, name):
 
 
 def test_corrupt_checkpoint(saved, tmp_path):
-    from pipeline.restore import read_weights
+    from pipeline.train.restore import read_weights
 
     (tmp_path / "ckpt-1.index").write_bytes(b"garbage" * 10)
     (tmp_path / "ckpt-1.data-00000-of-00001").write_bytes(b"garbage")
@@ -375,8 +375,8 @@ def test_restore_into_zoo_model_from_its_own_keras_file(keras, tmp_path):
     """The train stage's model (small_cnn; mobilenet_v2 is too slow here), restored with a new head."""
     from types import SimpleNamespace
 
-    from pipeline.models.zoo import build_model
-    from pipeline.restore import restore
+    from pipeline.train.zoo import build_model
+    from pipeline.train.restore import restore
 
     section = SimpleNamespace(zoo="small_cnn", input_size=16, alpha=0.35, dropout=0.1, bn_momentum=0.9)
     source = randomise(build_model(section, 3))
@@ -390,7 +390,7 @@ def test_nothing_matching_is_an_error(tmp_path):
     import keras
 
     from pipeline.errors import DeployError
-    from pipeline.restore import restore
+    from pipeline.train.restore import restore
 
     keras.utils.set_random_seed(0)
     other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="unrelated")], name="other")
@@ -403,7 +403,7 @@ def test_nothing_matching_is_an_error(tmp_path):
 def test_big_constants_of_a_frozen_graph_are_read_whole(tmp_path):
     """Weights above the graph view's small-tensor limit (10,000 values) are still read."""
     from pipeline.graph.proto import message_class
-    from pipeline.restore import read_weights
+    from pipeline.train.restore import read_weights
 
     big = np.arange(20000, dtype="float32").reshape(100, 200)
     g = message_class("GraphDef")()

@@ -1,4 +1,4 @@
-"""Target files under targets/ and their loader, pipeline/targets.py."""
+"""Target files under targets/ and their loader, pipeline/targets/device.py."""
 
 import shutil
 import subprocess
@@ -267,7 +267,7 @@ def test_edited_file_is_reloaded(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", list_targets())
 def test_every_route_has_an_op_table_of_that_route(name):
-    from pipeline.optables import load_op_table
+    from pipeline.targets.optables import load_op_table
 
     target = load_target(name)
     for route in target.routes if target.has_tensorrt else ():

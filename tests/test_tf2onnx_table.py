@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from pipeline.errors import DeployError
-from pipeline.tf2onnx_table import _load, load_tf2onnx_table, tf2onnx_table_path
+from pipeline.targets.files import clear_cache
+from pipeline.targets.tf2onnx import load_tf2onnx_table, tf2onnx_table_path
 
 from conftest import ROOT
 
@@ -140,11 +141,11 @@ def test_missing_or_broken_table_is_a_deploy_error(tmp_path, monkeypatch):
     (tmp_path / "ops" / "tf2onnx.json").write_text('{"tool": [unclosed\n')
     with pytest.raises(DeployError, match="invalid JSON"):
         load_tf2onnx_table()
-    _load.cache_clear()
+    clear_cache()
 
 
 def test_loader_imports_no_tensorflow():
-    code = ("import sys; from pipeline.tf2onnx_table import load_tf2onnx_table; load_tf2onnx_table(); "
+    code = ("import sys; from pipeline.targets.tf2onnx import load_tf2onnx_table; load_tf2onnx_table(); "
             "heavy = [m for m in ('tensorflow', 'tf2onnx', 'onnx', 'pydantic') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -35,7 +35,7 @@ def check_graph(graph, target, routes=None):
     from pipeline.check import routes as route_checks
     from pipeline.check.inference import inference_findings, unsafe_op_findings
     from pipeline.errors import DeployError
-    from pipeline.optables import load_op_table
+    from pipeline.targets.optables import load_op_table
 
     wanted = list(routes) if routes else list(target.routes)
     for route in wanted:
@@ -77,7 +77,7 @@ def check_graph(graph, target, routes=None):
         elif graph.kind == "onnx":
             results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
         else:
-            from pipeline.tf2onnx_table import load_tf2onnx_table
+            from pipeline.targets.tf2onnx import load_tf2onnx_table
 
             converter = load_tf2onnx_table()
             opset = min(target.max_opset, converter.max_opset)  # what deploy's convert stage emits
@@ -123,7 +123,7 @@ def constant_subgraph(graph, frozen=()):
 
 def _plugins(target):
     """(plugins in the target's TensorRT {name: versions}, every plugin name deploy knows)."""
-    from pipeline.check.plugins import known_plugin_names, plugins_for
+    from pipeline.targets.plugins import known_plugin_names, plugins_for
 
     return plugins_for(target.tensorrt), known_plugin_names()
 

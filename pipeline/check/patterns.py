@@ -6,7 +6,6 @@ control flow, optimizer/saver/summary ops, variables...) are data in targets/ops
 Each match carries its cause, its fix and the rewrite pass that fixes it, where there is one.
 """
 
-import functools
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -33,67 +32,7 @@ class Match:
     fed_by: List[str] = field(default_factory=list)  # placeholders fed at run time (a dropout's keep_prob)
 
 
-# ------------------------------------------------------------------------------ op families
-
-
-@dataclass
-class Family:
-    name: str
-    ops: frozenset
-    prefixes: tuple
-    suffixes: tuple
-    cause: str
-    fix: str
-    rewrite: Optional[str]
-    severity: str
-    batch_dependent: bool
-    cut: bool
-    routes: tuple = ()  # routes the family explains findings of; () = every route
-    explains_only: bool = False  # never a finding by itself
-
-    def has(self, op):
-        return op in self.ops or op.startswith(self.prefixes) or op.endswith(self.suffixes)
-
-
-def op_tables_dir():
-    from pipeline.optables import op_tables_dir as tables_dir
-
-    return tables_dir()
-
-
-def _load_yaml(path):
-    from pipeline.datafile import read_yaml
-
-    return read_yaml(path, "deploy's op data (reinstall deploy, or check DEPLOY_TARGETS_DIR)")
-
-
-@functools.lru_cache(maxsize=None)
-def families():
-    data = _load_yaml(op_tables_dir() / "op_families.yaml")
-    out = []
-    for name, f in data["families"].items():
-        out.append(Family(
-            name=name, ops=frozenset(f.get("ops", ())), prefixes=tuple(f.get("prefixes", ())),
-            suffixes=tuple(f.get("suffixes", ())), cause=f["cause"], fix=f["fix"], rewrite=f.get("rewrite"),
-            severity=f.get("severity", "warning"), batch_dependent=bool(f.get("batch_dependent")), cut=bool(f.get("cut")),
-            routes=tuple(f.get("routes", ())), explains_only=bool(f.get("explains_only")),
-        ))
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=4096)
-def family_of(op):
-    for fam in families():
-        if fam.has(op):
-            return fam
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def tensorflow_ops():
-    """Every op the TensorFlow that generated targets/ops/tensorflow_ops.yaml registers."""
-    data = _load_yaml(op_tables_dir() / "tensorflow_ops.yaml")
-    return data["tensorflow"], frozenset(data["ops"])
+from pipeline.targets.families import Family, families, family_of, tensorflow_ops  # noqa: E402,F401
 
 
 # ------------------------------------------------------------------------------ recognisers

@@ -15,7 +15,7 @@ from pipeline.stages import stage
 def train(ctx):
     """Train the zoo model on the dataset; a checkpoint per epoch, loss and accuracy per epoch."""
     opts, model_cfg = ctx.options, ctx.config.model
-    from pipeline.checkpoints import weights_file_exists
+    from pipeline.train.checkpoints import weights_file_exists
 
     if opts.init_from and not weights_file_exists(opts.init_from):
         raise DeployError("stages.train.init_from: {} not found; give an existing checkpoint (directory or prefix, "
@@ -33,11 +33,11 @@ def train(ctx):
     import keras
 
     from pipeline.data.tfdata import make_datasets
-    from pipeline.models.zoo import build_model
+    from pipeline.train.zoo import build_model
 
     import contextlib
 
-    from pipeline.stages._distributed import fit_distributed, make_strategy
+    from pipeline.train.distributed import fit_distributed, make_strategy
 
     strategy = make_strategy(tf, opts.distribute.strategy) if opts.distribute else None  # before other TF ops
     keras.utils.set_random_seed(opts.seed)
@@ -46,7 +46,7 @@ def train(ctx):
                                          augment=opts.augment)
     with strategy.scope() if strategy else contextlib.nullcontext():
         if model_cfg.source is not None:  # fine-tuning the user's own model (runner: only with init_from)
-            from pipeline.restore import config_model
+            from pipeline.train.restore import config_model
 
             model = config_model(ctx.config)
             classes_out = model.outputs[0].shape[-1] if model.outputs else None
@@ -66,7 +66,7 @@ def train(ctx):
                     model_cfg.zoo, model_cfg.input_size, model_cfg.alpha, str(e).splitlines()[0]))
         restore = None
         if opts.init_from:
-            from pipeline.restore import restore as restore_weights
+            from pipeline.train.restore import restore as restore_weights
 
             try:
                 restore = restore_weights(model, opts.init_from, opts.exclude_scopes, opts.trainable_scopes or None,

@@ -48,8 +48,8 @@ class ExecutionPolicy:
 
 @lru_cache(maxsize=None)
 def execution_policy():
-    from pipeline.datafile import read_yaml
-    from pipeline.optables import op_tables_dir
+    from pipeline.targets.files import read_yaml
+    from pipeline.targets.files import op_tables_dir
 
     registry = read_yaml(op_tables_dir() / "tensorflow_ops.yaml", "TensorFlow op registry")
     data = read_yaml(op_tables_dir() / "graph_execution.yaml", "graph execution policy")

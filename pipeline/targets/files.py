@@ -1,12 +1,77 @@
-"""Reading deploy's data files (targets, op tables, op families): YAML with one-line errors.
+"""Where deploy's facts live and how they are read: one directory resolver, one cached loader.
 
+    targets_dir()                                  # the repo's targets/, or $DEPLOY_TARGETS_DIR
+    op_tables_dir()                                # <targets dir>/ops
+    value = load_cached(path, parse)               # parse(path) once per (path, mtime, size)
     data = read_yaml(path, "target file")          # DeployError: "targets/x.yaml: line 3: invalid YAML: ..."
     message = validation_message(exc, allowed_at)  # pydantic errors on one line: "key 'a.b': what is wrong"
 """
 
+import os
+from pathlib import Path
+
 import yaml
 
 from pipeline.errors import DeployError
+
+# The repo's targets/ directory; DEPLOY_TARGETS_DIR overrides it at call time.
+TARGETS_DIR = Path(__file__).resolve().parent.parent.parent / "targets"
+TARGETS_DIR_ENV = "DEPLOY_TARGETS_DIR"
+OPS_SUBDIR = "ops"  # op tables and the checker's op data live in <targets dir>/ops/
+
+
+def targets_dir() -> Path:
+    """The directory of target files: $DEPLOY_TARGETS_DIR if set, else the repo's targets/."""
+    override = os.environ.get(TARGETS_DIR_ENV)
+    if not override:
+        return TARGETS_DIR
+    path = Path(override).expanduser()
+    if not path.is_dir():
+        raise DeployError(f"{TARGETS_DIR_ENV}={override}: no such directory; point it at a directory of target .yaml files or unset it")
+    return path
+
+
+def op_tables_dir() -> Path:
+    """The directory of op tables and op data: <targets dir>/ops (``DEPLOY_TARGETS_DIR`` moves it)."""
+    return targets_dir() / OPS_SUBDIR
+
+
+def display(path):
+    """A path as the user would type it: relative to the working directory when inside it."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+_CACHE = {}
+
+
+def load_cached(path, parse):
+    """``parse(path)`` for the file at ``path``, cached per (parse, path, mtime, size): an edited or
+    regenerated file is read again. Errors are not cached. OSError if the file is missing."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = (parse, str(path), stat.st_mtime_ns, stat.st_size)
+    try:
+        return _CACHE[key]
+    except KeyError:
+        value = _CACHE[key] = parse(path)
+        return value
+
+
+def clear_cache():
+    """Forget every cached file (tests that edit data files in place within one mtime tick)."""
+    _CACHE.clear()
+
+
+def data_file(name, what="deploy's op data"):
+    """A YAML data file in the op-tables directory, parsed once per (path, mtime, size); {} when absent."""
+    path = op_tables_dir() / name
+    if not path.exists():
+        return {}
+    return load_cached(path, lambda p: read_yaml(p, f"{what} (reinstall deploy, or check DEPLOY_TARGETS_DIR)"))
 
 
 def read_yaml(path, what, shown=None):

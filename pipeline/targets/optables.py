@@ -40,7 +40,6 @@ Imports only the standard library, PyYAML and pydantic.
 """
 
 import difflib
-import functools
 import re
 from pathlib import Path
 from typing import Dict, Iterable, Literal, Optional, Tuple, Union
@@ -58,11 +57,8 @@ from pydantic import (
     model_validator,
 )
 
-from pipeline.datafile import read_yaml, validation_message
 from pipeline.errors import DeployError
-from pipeline.targets import _display, targets_dir
-
-OPS_SUBDIR = "ops"  # tables live in <targets dir>/ops/
+from pipeline.targets.files import display as _display, load_cached, op_tables_dir, read_yaml, validation_message
 
 ROUTES = ("onnx", "uff", "tftrt", "dla")  # dla: the layers TensorRT places on a DLA core
 OP_NAMES = ("onnx", "tensorflow")
@@ -366,11 +362,6 @@ class UnknownOpTable(DeployError):
     """No table file by that name (targets.py re-words it with the target file and key)."""
 
 
-def op_tables_dir() -> Path:
-    """The directory of op tables: <targets dir>/ops (``DEPLOY_TARGETS_DIR`` moves it)."""
-    return targets_dir() / OPS_SUBDIR
-
-
 # A table file has a top-level 'route:' key; other data files share the directory (e.g. the
 # checker's op_families.yaml and tensorflow_ops.yaml) and are not tables.
 _IS_TABLE = re.compile(rb"^route:", re.M)
@@ -397,8 +388,7 @@ def load_op_table(name: str) -> OpTable:
     path = op_tables_dir() / f"{name}.yaml"
     if not re.match(_TABLE_NAME, name) or not path.is_file():
         raise UnknownOpTable(_unknown_table_message(name))
-    stat = path.stat()
-    return _load_file(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    return load_cached(path, parse_op_table)
 
 
 def all_op_tables() -> list:
@@ -416,10 +406,9 @@ def _unknown_table_message(name, why=""):
     return f"unknown op table '{name}': {why}{hint}known tables: {', '.join(known)} (a table is a file, {where}/<name>.yaml)"
 
 
-@functools.lru_cache(maxsize=None)
-def _load_file(path_str, mtime_ns, size):
-    """Parse and validate one table file; cached per (path, mtime, size)."""
-    path = Path(path_str)
+def parse_op_table(path):
+    """Parse and validate one table file (load_op_table caches it per path, mtime and size)."""
+    path = Path(path)
     shown = _display(path)
     data = read_yaml(path, "op table", shown)
     if not isinstance(data, dict):

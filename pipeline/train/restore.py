@@ -33,7 +33,7 @@ The report lists variable paths (restored, new, excluded, trainable, ambiguous),
 import re
 from pathlib import Path
 
-from pipeline.checkpoints import FORMATS, Weights, _first_line, _strip_port, inspect, read_weights  # noqa: F401
+from pipeline.train.checkpoints import FORMATS, Weights, first_line, strip_port, inspect, read_weights  # noqa: F401
 
 from pipeline.errors import DeployError
 
@@ -68,7 +68,7 @@ def _model_vars(model):
 
 
 def _components(name):
-    parts = _strip_port(name).strip("/").split("/")
+    parts = strip_port(name).strip("/").split("/")
     if parts:
         parts[-1] = _LEAF_ALIASES.get(parts[-1], parts[-1])
     return tuple(parts)
@@ -166,7 +166,7 @@ def _model_object_paths(model_vars):
         _, paths = graph_view.ObjectGraphView(root).breadth_first_traversal()
     except Exception as e:
         raise DeployError("cannot list the model's checkpoint layout to read a TF2 checkpoint into it ({}); "
-                          "give a .keras or .weights.h5 file instead".format(_first_line(e)))
+                          "give a .keras or .weights.h5 file instead".format(first_line(e)))
     result = {}
     for path, v, _, _ in model_vars:
         for obj in (v, getattr(v, "value", None)):
@@ -370,7 +370,7 @@ def config_model(config, tf=None):
                               "from a .keras/.h5 model or a model.zoo model".format(config.model.source))
         return load_keras_model(config.model.source)
     num_classes = config.model.num_classes or len(dataset_index(config, verify=False).classes)
-    from pipeline.models.zoo import build_model
+    from pipeline.train.zoo import build_model
 
     return build_model(config.model, num_classes)
 

@@ -15,8 +15,6 @@ moves the table with the targets (``$DEPLOY_TARGETS_DIR/ops/tf2onnx.json``).
 Imports only the standard library and PyYAML.
 """
 
-import functools
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -24,11 +22,9 @@ from typing import Dict, List, Optional, Tuple
 import json
 
 from pipeline.errors import DeployError
+from pipeline.targets.files import load_cached, op_tables_dir
 
-# The same rule as pipeline/targets.py (kept here so loading the table does not import pydantic).
-TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
-TARGETS_DIR_ENV = "DEPLOY_TARGETS_DIR"
-TABLE_FILE = Path("ops") / "tf2onnx.json"
+TABLE_FILE = "tf2onnx.json"  # in <targets dir>/ops/
 REGENERATE = "python scripts/gen_tf2onnx_table.py"
 
 
@@ -135,25 +131,22 @@ def _agrees(recorded: dict, attrs: dict) -> bool:
 
 def tf2onnx_table_path() -> Path:
     """<targets dir>/ops/tf2onnx.json; ``DEPLOY_TARGETS_DIR`` replaces the repo's targets/."""
-    override = os.environ.get(TARGETS_DIR_ENV)
-    base = Path(override).expanduser() if override else TARGETS_DIR
-    return base / TABLE_FILE
+    return op_tables_dir() / TABLE_FILE
 
 
 def load_tf2onnx_table() -> Tf2OnnxTable:
     """The tf2onnx table; cached per (path, mtime, size), so an edited or regenerated file is re-read."""
     path = tf2onnx_table_path()
     try:
-        stat = path.stat()
-    except OSError:
+        return load_cached(path, parse_tf2onnx_table)
+    except FileNotFoundError:
         raise DeployError("{}: no tf2onnx table; generate it with `{}` (it needs the tf extra)".format(
             path, REGENERATE)) from None
-    return _load(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
 
-@functools.lru_cache(maxsize=None)
-def _load(path_str, mtime_ns, size):
-    path = Path(path_str)
+def parse_tf2onnx_table(path):
+    """Read and check the table at ``path`` (load_tf2onnx_table caches it per path, mtime and size)."""
+    path = Path(path)
     try:
         with open(path, "rb") as handle:
             data = json.load(handle)

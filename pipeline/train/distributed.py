@@ -21,9 +21,9 @@ def make_strategy(tf, kind):
 def synchronize_batch_norm(keras, model):
     """Batch norm statistics over the global batch, not each worker's shard: every worker then
     updates the moving mean and variance alike (and the model is the same on every worker)."""
-    from pipeline.models.zoo import _all_layers
+    from pipeline.train.zoo import all_layers
 
-    for layer in _all_layers(model):
+    for layer in all_layers(model):
         if isinstance(layer, keras.layers.BatchNormalization):
             layer.synchronized = True
 

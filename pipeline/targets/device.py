@@ -6,13 +6,12 @@ works too, and ``DEPLOY_TARGETS_DIR`` points deploy at another directory of targ
 
 A target names the op table of each route it has (``op_tables: {onnx: onnx_trt_8.2, uff: uff_trt8,
 tftrt: tftrt}``, plus ``dla: dla`` on targets with DLA cores); ``load_target`` checks that every
-named table exists in ``<targets dir>/ops/`` (pipeline/optables.py) and is for that route.
+named table exists in ``<targets dir>/ops/`` (pipeline/targets/optables.py) and is for that route.
 
 Imports only the standard library, PyYAML and pydantic.
 """
 
 import difflib
-import functools
 import os
 import re
 from pathlib import Path
@@ -20,12 +19,9 @@ from typing import Dict, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from pipeline.datafile import read_yaml, validation_message
+from pipeline.targets.files import display as _display, load_cached, read_yaml, targets_dir, validation_message
 from pipeline.errors import DeployError
 
-# The repo's targets/ directory; DEPLOY_TARGETS_DIR overrides it at call time.
-TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
-TARGETS_DIR_ENV = "DEPLOY_TARGETS_DIR"
 
 PRECISIONS = ("fp32", "fp16", "int8")
 ROUTES = ("uff", "onnx", "tftrt")  # UFF parser, ONNX parser, TF-TRT
@@ -39,7 +35,7 @@ LAST_TENSORRT_MAJOR_WITH_UFF = 8
 
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
-_TABLE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.]*$")  # an op table's name (pipeline/optables.py)
+_TABLE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.]*$")  # an op table's name (pipeline/targets/optables.py)
 _VERSION_FIELDS = ("jetpack", "l4t", "tensorrt", "cuda", "cudnn", "python", "compute_capability")
 
 Precision = Literal[PRECISIONS]
@@ -225,17 +221,6 @@ class Target(BaseModel):
 # -- loading ---------------------------------------------------------------------------------------
 
 
-def targets_dir() -> Path:
-    """The directory of target files: $DEPLOY_TARGETS_DIR if set, else the repo's targets/."""
-    override = os.environ.get(TARGETS_DIR_ENV)
-    if not override:
-        return TARGETS_DIR
-    path = Path(override).expanduser()
-    if not path.is_dir():
-        raise DeployError(f"{TARGETS_DIR_ENV}={override}: no such directory; point it at a directory of target .yaml files or unset it")
-    return path
-
-
 def list_targets() -> list:
     """Names of the targets in the targets directory, sorted."""
     directory = targets_dir()
@@ -255,9 +240,7 @@ def load_target(name) -> Target:
         path = targets_dir() / f"{name}.yaml"
         if not path.is_file():
             raise DeployError(_unknown_target_message(name))
-    path = path.resolve()
-    stat = path.stat()
-    target = _load_file(str(path), stat.st_mtime_ns, stat.st_size)
+    target = load_cached(path, _parse_target)
     _check_op_tables(target)
     return target
 
@@ -270,10 +253,10 @@ def all_targets() -> list:
 def _check_op_tables(target):
     """Every table the target names exists in <targets dir>/ops/, is for its route, and agrees with the target.
 
-    Runs outside the cached file load: pipeline/optables.py caches tables (per path, mtime, size), so
+    Runs outside the cached file load: pipeline/targets/optables.py caches tables (per path, mtime, size), so
     this costs a few dict lookups once they are loaded, and an edited table is checked again.
     """
-    from pipeline.optables import UnknownOpTable, load_op_table  # optables imports this module
+    from pipeline.targets.optables import UnknownOpTable, load_op_table
 
     shown = _display(target.path) if target.path else target.name
     for key, name in target.op_tables.items():
@@ -317,10 +300,8 @@ def _unknown_target_message(name):
     )
 
 
-@functools.lru_cache(maxsize=None)
-def _load_file(path_str, mtime_ns, size):
-    """Parse and validate one target file; cached per (path, mtime, size)."""
-    path = Path(path_str)
+def _parse_target(path):
+    """Parse and validate one target file (load_target caches it per path, mtime and size)."""
     shown = _display(path)
     data = read_yaml(path, "target file", shown)
     if not isinstance(data, dict):
@@ -340,14 +321,6 @@ def _allowed_keys(loc, is_key):
         return OP_TABLE_KEYS
     return OnnxSupport.model_fields if loc[:1] == ["onnx"] else Target.model_fields
 
-
-def _display(path):
-    """A path as the user would type it: relative to the working directory when inside it."""
-    path = Path(path)
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 

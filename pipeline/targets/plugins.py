@@ -1,16 +1,10 @@
 """TensorRT plugins per TensorRT version (data: targets/ops/trt_plugins.yaml)."""
 
-import functools
+from pipeline.targets.files import data_file
 
 
-@functools.lru_cache(maxsize=None)
 def _table():
-    from pipeline.check.patterns import _load_yaml, op_tables_dir
-
-    path = op_tables_dir() / "trt_plugins.yaml"
-    if not path.exists():
-        return {}
-    return _load_yaml(path).get("versions", {})
+    return data_file("trt_plugins.yaml").get("versions", {})
 
 
 def _version_key(versions, trt):
@@ -32,6 +26,5 @@ def plugins_for(trt_version):
     return dict(versions.get(key) or {}) if key else {}
 
 
-@functools.lru_cache(maxsize=None)
 def known_plugin_names():
     return frozenset(name for plugins in _table().values() for name in (plugins or {}))

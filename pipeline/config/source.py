@@ -93,6 +93,9 @@ def _read_yaml(path):
         mark = getattr(e, "problem_mark", None)
         where = "{}:{}".format(path, mark.line + 1) if mark else str(path)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if "nesting depth" in problem:  # PyYAML >= 6.0.4 stops deep nesting itself, before _line_map
+            raise DeployError("{} the config is nested more than {} levels deep; a config has a few".format(
+                where, MAX_DEPTH)) from None
         raise DeployError("{} invalid YAML: {}".format(where, problem))
     except RecursionError:
         raise DeployError("{}: the config is nested too deeply to read; a config has a few levels".format(path))

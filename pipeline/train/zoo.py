@@ -23,17 +23,17 @@ def build_model(section, num_classes):
     # Keras applications default to momentum 0.999: after the few hundred steps of a short
     # fine-tune the moving statistics are still near their initial values and the model is
     # at chance in inference mode although training accuracy is fine.
-    for layer in _all_layers(model):
+    for layer in all_layers(model):
         if isinstance(layer, keras.layers.BatchNormalization):
             layer.momentum = section.bn_momentum
     return model
 
 
-def _all_layers(model):
+def all_layers(model):
     for layer in model.layers:
         yield layer
         if hasattr(layer, "layers"):
-            yield from _all_layers(layer)
+            yield from all_layers(layer)
 
 
 def _mobilenet_v2(keras, x, section):

@@ -1,6 +1,6 @@
 """Reading weights for partial restore: ``read_weights(path)`` -> {name: array} from a TF2 or TF1
 checkpoint, a Keras model or weights file, or a frozen graph; ``inspect(path)`` lists them.
-(Matching them to a model's variables is ``pipeline.restore``.)
+(Matching them to a model's variables is ``pipeline.train.restore``.)
 """
 
 import re
@@ -72,7 +72,7 @@ def _existing(path):
     return path
 
 
-def _first_line(error):
+def first_line(error):
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
@@ -100,7 +100,7 @@ def _read_keras(path):
 
                 return _read_h5_file(io.BytesIO(f.read()), path, kind="keras_weights")
         except Exception:
-            raise DeployError("{}: cannot read this Keras model: {}; expected {}".format(path, _first_line(e), FORMATS))
+            raise DeployError("{}: cannot read this Keras model: {}; expected {}".format(path, first_line(e), FORMATS))
     weights = Weights(kind="keras", source=path)
     for v in model.weights:
         weights[v.path] = np.asarray(v.numpy())
@@ -119,7 +119,7 @@ def _read_h5_file(handle, path, kind):
         f = h5py.File(handle, "r")
     except Exception as e:
         raise DeployError("{}: not a readable HDF5 weights file ({}); expected {}".format(
-            path, _first_line(e), FORMATS))
+            path, first_line(e), FORMATS))
     with f:
         root = f["model_weights"] if "model_weights" in f else f
         if "layer_names" in root.attrs:  # legacy Keras (tf.keras, or keras 3 model.save("x.h5"))
@@ -129,7 +129,7 @@ def _read_h5_file(handle, path, kind):
                 group = root[layer]
                 for wname in group.attrs.get("weight_names", []):
                     wname = wname.decode() if isinstance(wname, bytes) else str(wname)
-                    weights[_strip_port(wname)] = np.asarray(group[wname])
+                    weights[strip_port(wname)] = np.asarray(group[wname])
             return weights
         # Keras 3 weights: <path>/vars/<i>, the layer's name in the "vars" group's attributes.
         weights = Weights(kind=kind or "keras_weights", source=path)
@@ -216,7 +216,7 @@ def _read_checkpoint(path):
         reader = tf.train.load_checkpoint(prefix)
         shapes = reader.get_variable_to_shape_map()
     except Exception as e:  # tf.errors.* for corrupt or truncated files
-        raise DeployError("{}: cannot read checkpoint: {}; expected {}".format(path, _first_line(e), FORMATS))
+        raise DeployError("{}: cannot read checkpoint: {}; expected {}".format(path, first_line(e), FORMATS))
     object_based = "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes
     weights = Weights(kind="tf2" if object_based else "tf1", source=prefix)
     for key in sorted(shapes):
@@ -231,11 +231,11 @@ def _read_checkpoint(path):
         try:
             weights[name] = reader.get_tensor(key)
         except Exception as e:
-            raise DeployError("{}: cannot read {} from the checkpoint: {}".format(path, key, _first_line(e)))
+            raise DeployError("{}: cannot read {} from the checkpoint: {}".format(path, key, first_line(e)))
     return weights
 
 
-def _strip_port(name):
+def strip_port(name):
     return re.sub(r":\d+$", "", name)
 
 

@@ -1,13 +1,4 @@
-"""The deployment config: one YAML file, loaded with PyYAML's safe loader into one validated schema.
-
-The schema (pydantic) owns every default. Errors name the file, the line where possible, the key
-path and what is allowed::
-
-    configs/x.yaml:14 stages.engine.precision: 'fp8' is not one of 'fp32', 'fp16', 'int8'
-
-``extends: base.yaml`` merges a base config under this one (mappings merge key by key, anything
-else is replaced); ``--set stages.train.epochs=1`` overrides a key from the command line.
-"""
+"""The config schema (pydantic): every section, key, default and rule of a deployment config."""
 
 import difflib
 import hashlib
@@ -15,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.errors import DeployError
 
@@ -244,7 +235,7 @@ class Config(_Section):
         dataset.path unless deploy generates it."""
         import glob
 
-        from pipeline.checkpoints import weights_file_exists
+        from pipeline.train.checkpoints import weights_file_exists
 
         problems = []
         if self.model.source is not None and not Path(self.model.source).exists():
@@ -286,119 +277,3 @@ def json_schema():
     schema["properties"]["extends"] = {"type": "string", "description": "A base config this one extends (relative path)."}
     schema["title"] = "deploy config"
     return schema
-
-
-# ---------------------------------------------------------------------------------- loading
-
-
-def parse_override(text):
-    """``a.b.c=value`` -> (("a", "b", "c"), value parsed as YAML)."""
-    import yaml
-
-    if "=" not in text:
-        raise DeployError("--set {!r}: expected KEY.PATH=VALUE, e.g. --set stages.train.epochs=1".format(text))
-    key, _, raw = text.partition("=")
-    keypath = tuple(p for p in key.strip().split(".") if p)
-    if not keypath:
-        raise DeployError("--set {!r}: empty key path".format(text))
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
-    return keypath, value
-
-
-def _apply_override(data, keypath, value, text):
-    node = data
-    for i, part in enumerate(keypath[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise DeployError("--set {}: {} is not a mapping".format(text, ".".join(keypath[: i + 1])))
-        node = child
-    node[keypath[-1]] = value
-
-
-def load_config(path, overrides=()):
-    """Load, merge (extends, --set) and validate a config. Raises DeployError listing every problem."""
-    from pipeline.config_yaml import load_tree
-
-    data, source = load_tree(path)
-    for text in overrides:
-        keypath, value = parse_override(text)
-        _apply_override(data, keypath, value, text)
-        source.overrides.append(keypath)
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as e:
-        problems = [_describe(err, source) for err in e.errors()]
-        message = problems[0]
-        if len(problems) > 1:
-            message += "\n" + "\n".join(problems[1:])
-        raise ConfigError(message, problems)
-    config._path = Path(path)
-    config._source = source
-    return config
-
-
-class ConfigError(DeployError):
-    """Every problem found in a config, one line each (``problems``)."""
-
-    def __init__(self, message, problems):
-        super().__init__(message)
-        self.problems = problems
-
-
-# ---------------------------------------------------------------------------------- messages
-
-
-def _model_at(keypath):
-    """The pydantic model class that holds the mapping at ``keypath`` (for key suggestions)."""
-    model = Config
-    for part in keypath:
-        field = model.model_fields.get(part) if isinstance(part, str) else None
-        if field is None:
-            return None
-        model = _model_class(field.annotation)
-        if model is None:
-            return None
-    return model
-
-
-def _model_class(annotation):
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_class(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _describe(err, source):
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in ("list", "dict"))))
-    kind = err["type"]
-    value = err.get("input")
-    where = source.locate(loc)
-    dotted = ".".join(str(p) for p in loc) or "(top level)"
-    if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
-        allowed = sorted(parent.model_fields) if parent else []
-        if parent is Config:
-            allowed = sorted(allowed + ["extends"])
-        guess = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
-        hint = "did you mean '{}'? ".format(guess[0]) if guess else ""
-        text = "unknown key; {}allowed: {}".format(hint, ", ".join(allowed))
-    elif kind == "literal_error":
-        expected = err.get("ctx", {}).get("expected", "")
-        text = "{!r} is not one of {}".format(value, expected.replace(" or ", ", "))
-    elif kind == "missing":
-        text = "required key is missing"
-    elif kind == "value_error":
-        text = str(err["msg"]).replace("Value error, ", "")
-    else:
-        text = "{} (got {!r})".format(err["msg"], value) if not isinstance(value, dict) else err["msg"]
-    if kind == "value_error" and not loc:
-        return "{} {}".format(where, text)
-    return "{} {}: {}".format(where, dotted, text)

@@ -1,14 +1,15 @@
 """The config reference (docs/config.md), generated from the schema so it cannot drift.
 
-    python -m pipeline.config_docs > docs/config.md
+    python -m pipeline.config.docs > docs/config.md
 """
 
-from pipeline.config import Config, _model_class
+from pipeline.config.loading import model_class
+from pipeline.config.schema import Config
 
 INTRO = """\
 # Config reference
 
-Generated from the schema by `python -m pipeline.config_docs > docs/config.md`; a test fails
+Generated from the schema by `python -m pipeline.config.docs > docs/config.md`; a test fails
 when this file and the code disagree. `deploy schema` prints the same as JSON Schema.
 
 A config is YAML, read with PyYAML's safe loader. `extends: base.yaml` (relative to the file)
@@ -49,7 +50,7 @@ def _section(title, model, lines):
     lines.append("|---|---|---|---|")
     nested = []
     for name, field in model.model_fields.items():
-        sub = _model_class(field.annotation)
+        sub = model_class(field.annotation)
         if sub is not None:
             nested.append((title + "." + name if title != "top level" else name, sub))
             kind = "mapping (below)"

@@ -1,0 +1,122 @@
+"""Loading a config: YAML (``source``), ``--set`` overrides, validation, and one line per problem."""
+
+import difflib
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from pipeline.config.schema import Config
+from pipeline.errors import DeployError
+
+
+def parse_override(text):
+    """``a.b.c=value`` -> (("a", "b", "c"), value parsed as YAML)."""
+    import yaml
+
+    if "=" not in text:
+        raise DeployError("--set {!r}: expected KEY.PATH=VALUE, e.g. --set stages.train.epochs=1".format(text))
+    key, _, raw = text.partition("=")
+    keypath = tuple(p for p in key.strip().split(".") if p)
+    if not keypath:
+        raise DeployError("--set {!r}: empty key path".format(text))
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    return keypath, value
+
+
+def _apply_override(data, keypath, value, text):
+    node = data
+    for i, part in enumerate(keypath[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise DeployError("--set {}: {} is not a mapping".format(text, ".".join(keypath[: i + 1])))
+        node = child
+    node[keypath[-1]] = value
+
+
+def load_config(path, overrides=()):
+    """Load, merge (extends, --set) and validate a config. Raises DeployError listing every problem."""
+    from pipeline.config.source import load_tree
+
+    data, source = load_tree(path)
+    for text in overrides:
+        keypath, value = parse_override(text)
+        _apply_override(data, keypath, value, text)
+        source.overrides.append(keypath)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as e:
+        problems = [_describe(err, source) for err in e.errors()]
+        message = problems[0]
+        if len(problems) > 1:
+            message += "\n" + "\n".join(problems[1:])
+        raise ConfigError(message, problems)
+    config._path = Path(path)
+    config._source = source
+    return config
+
+
+class ConfigError(DeployError):
+    """Every problem found in a config, one line each (``problems``)."""
+
+    def __init__(self, message, problems):
+        super().__init__(message)
+        self.problems = problems
+
+
+# ---------------------------------------------------------------------------------- messages
+
+
+def _model_at(keypath):
+    """The pydantic model class that holds the mapping at ``keypath`` (for key suggestions)."""
+    model = Config
+    for part in keypath:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return None
+        model = model_class(field.annotation)
+        if model is None:
+            return None
+    return model
+
+
+def model_class(annotation):
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = model_class(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(err, source):
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in ("list", "dict"))))
+    kind = err["type"]
+    value = err.get("input")
+    where = source.locate(loc)
+    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = sorted(parent.model_fields) if parent else []
+        if parent is Config:
+            allowed = sorted(allowed + ["extends"])
+        guess = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        hint = "did you mean '{}'? ".format(guess[0]) if guess else ""
+        text = "unknown key; {}allowed: {}".format(hint, ", ".join(allowed))
+    elif kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        text = "{!r} is not one of {}".format(value, expected.replace(" or ", ", "))
+    elif kind == "missing":
+        text = "required key is missing"
+    elif kind == "value_error":
+        text = str(err["msg"]).replace("Value error, ", "")
+    else:
+        text = "{} (got {!r})".format(err["msg"], value) if not isinstance(value, dict) else err["msg"]
+    if kind == "value_error" and not loc:
+        return "{} {}".format(where, text)
+    return "{} {}: {}".format(where, dotted, text)

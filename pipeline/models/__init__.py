@@ -1,1 +1,0 @@
-"""The model zoo: architectures deploy builds and trains from scratch (no weights are downloaded)."""
