@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from pipeline.errors import EXIT_BAD_INPUT, DeployError
+from pipeline.errors import EXIT_BAD_INPUT, EXIT_STAGE_FAILED, DeployError
 
 _ALL = "__all__"
 
@@ -111,12 +111,24 @@ def _dims(text, flag):
 
 def cmd_consistency(args):
     """Same image alone and inside batches: do the outputs agree? Names the first layer that diverges."""
-    from pipeline.consistency import consistency_command
+    from pipeline.numeric import ATOL
+    from pipeline.numeric.consistency import check_model, format_report
 
-    text, code = consistency_command(args.model, args.batch_sizes, args.samples, args.dataset, args.tolerance,
-                                     args.format)
-    print(text, file=sys.stderr if code not in (0, 3) else sys.stdout)
-    return code
+    try:
+        try:
+            sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+        except ValueError as e:
+            raise DeployError("bad --batch-sizes ({}); e.g. --batch-sizes 2,8".format(e)) from None
+        tolerance = ATOL if args.tolerance is None else args.tolerance
+        report = check_model(args.model, sizes, args.samples, args.dataset, tolerance)
+    except DeployError as e:
+        if args.format != "json":
+            raise
+        print(json.dumps({"status": "error", "error": e.message, "code": e.code}, indent=2), file=sys.stderr)
+        return e.code
+    print(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) if args.format == "json"
+          else format_report(report))
+    return 0 if report.passed else EXIT_STAGE_FAILED
 
 
 def cmd_diff(args):

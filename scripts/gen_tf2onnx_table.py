@@ -890,7 +890,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     opsets = tuple(int(x) for x in args.opsets.split(","))
     if args.only:
-        import yaml
 
         tf = load_tf()
         for op in args.only.split(","):

@@ -5,11 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.consistency import (
-    Backend, batch_consistency, consistency_command, first_divergence, format_report, onnxruntime_backend,
-    tensorflow_backend,
-)
+from pipeline.backends import load_onnx as onnxruntime_backend, open_session as tensorflow_backend
 from pipeline.errors import DeployError
+from pipeline.numeric.consistency import batch_consistency, format_report
+from pipeline.numeric.divergence import first_divergence
 
 IMAGES = np.random.RandomState(1).uniform(0, 255, (3, 8, 8, 3)).astype("float32")
 
@@ -17,8 +16,41 @@ IMAGES = np.random.RandomState(1).uniform(0, 255, (3, 8, 8, 3)).astype("float32"
 # ------------------------------------------------------------------------------ numpy backends (no TF)
 
 
+class FakeSession:
+    """The session shape of pipeline.backends over numpy functions of the input batch."""
+
+    name = "fake"
+
+    def __init__(self, shape, output_names, fn):
+        self.inputs = [("input", shape, "float32")]
+        self.output_names = list(output_names)
+        self.outputs = [(n, None, "float32") for n in output_names]
+        self.label = {"runtime": "fake"}
+        self._fn = fn
+
+    def run(self, feed):
+        return self._fn(feed["input"])
+
+
 def fake(fn, shape=(None, 8, 8, 3)):
-    return Backend("fake", "input", shape, ["out"], lambda batch: [fn(batch)])
+    return FakeSession(shape, ["out"], lambda batch: [fn(batch)])
+
+
+def consistency_command(model, batch_sizes, samples, dataset=None, tolerance=None, format="text"):
+    """``deploy consistency`` through the CLI: (what it printed, exit code)."""
+    import contextlib
+    import io
+
+    from pipeline.cli import main
+
+    sizes = batch_sizes if isinstance(batch_sizes, str) else ",".join(map(str, batch_sizes))
+    argv = ["consistency", str(model), "--batch-sizes", sizes, "--samples", str(samples), "--format", format]
+    argv += ["--dataset", str(dataset)] if dataset is not None else []
+    argv += ["--tolerance", str(tolerance)] if tolerance is not None else []
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return (out.getvalue() + err.getvalue()).strip(), code
 
 
 def test_per_sample_model_passes():
@@ -68,8 +100,7 @@ def test_fixed_batch_dimension_is_a_deploy_error():
 
 
 def test_output_without_batch_dimension_is_not_compared():
-    b = Backend("fake", "input", (None, 8, 8, 3), ["per_sample", "scalar"],
-                lambda x: [x.mean(axis=(1, 2, 3)), np.float32(x.mean())])
+    b = FakeSession((None, 8, 8, 3), ["per_sample", "scalar"], lambda x: [x.mean(axis=(1, 2, 3)), np.float32(x.mean())])
     report = batch_consistency(b, IMAGES[:2], batch_sizes=(2,))
     assert report.passed and not report.outputs[1].compared and "not the batch" in report.outputs[1].note
 
@@ -194,18 +225,19 @@ def _onnx(tmp_path, pb):
     import onnx
 
     from pipeline.stages.convert import to_onnx
-    from pipeline.tf.graph import infer_io, load_graph_def
+    from pipeline.graph.io import graph_io
+    from pipeline.tf.graph import load_graph_def
 
     graph_def = load_graph_def(pb)
     path = tmp_path / (pb.stem + ".onnx")
-    onnx.save(to_onnx(graph_def, infer_io(graph_def), 13), str(path))
+    onnx.save(to_onnx(graph_def, graph_io(graph_def), 13), str(path))
     return path
 
 
 @pytest.mark.tf
 def test_onnx_models_converted_with_tf2onnx(tmp_path):
     good = onnxruntime_backend(_onnx(tmp_path, bn_graph(tmp_path / "infer.pb", is_training=False)))
-    assert good.name == "onnxruntime" and good.input_shape[0] is None
+    assert good.name == "onnxruntime" and good.inputs[0][1][0] is None
     assert batch_consistency(good, IMAGES, batch_sizes=(2, 8)).passed
     bad_path = _onnx(tmp_path, bn_graph(tmp_path / "train.pb", is_training=True))
     report = batch_consistency(onnxruntime_backend(bad_path), IMAGES, batch_sizes=(2, 8))

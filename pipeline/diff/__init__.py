@@ -160,16 +160,11 @@ def _load(path, signature):
 
 def _io_outputs(path):
     """Output node names from the io.json beside a frozen graph, or None."""
-    from pathlib import Path
+    from pipeline.graph.io import read_io_json, sidecar
 
-    path = Path(path)
-    side = path.with_name(path.stem + ".io.json")
-    if not side.is_file() and path.name == "frozen.pb":
-        side = path.parent / "io.json"
-    if not side.is_file():
+    side = sidecar(path)
+    if side is None:
         return None
-    from pipeline.tf.graph import read_io_json
-
     return [o["name"] for o in read_io_json(side)["outputs"]]
 
 

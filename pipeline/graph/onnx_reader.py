@@ -5,7 +5,7 @@ from pipeline.graph.readers import _has_unknown_fields, _read_bytes, _reason
 from pipeline.graph.view import Graph, TensorValue, lazy_node
 
 
-def _onnx_dtype_name(value):
+def onnx_dtype_name(value):
     import onnx
 
     try:
@@ -55,10 +55,10 @@ def _onnx_graph(graph_proto, source, opset):
     types, input_shapes, output_shapes = {}, {}, {}
     for info in list(graph_proto.input) + list(graph_proto.output) + list(graph_proto.value_info):
         if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            types[info.name] = _onnx_dtype_name(info.type.tensor_type.elem_type)
+            types[info.name] = onnx_dtype_name(info.type.tensor_type.elem_type)
     initializers = {}
     for t in graph_proto.initializer:
-        types[t.name] = _onnx_dtype_name(t.data_type)
+        types[t.name] = onnx_dtype_name(t.data_type)
         initializers[t.name] = _onnx_tensor(t)
     inputs = [i.name for i in graph_proto.input if i.name not in initializer_names]
     for info in graph_proto.input:
@@ -85,7 +85,7 @@ def _onnx_dims(info):
 def _onnx_tensor(tensor):
     from pipeline.graph.view import SMALL_TENSOR_ELEMENTS
 
-    dtype = _onnx_dtype_name(tensor.data_type)
+    dtype = onnx_dtype_name(tensor.data_type)
     shape = list(tensor.dims)
     count = 1
     for d in shape:

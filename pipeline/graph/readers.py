@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from pipeline.errors import DeployError
+from pipeline.graph.io import NOT_OUTPUTS
 from pipeline.graph.inline import Flattener
 from pipeline.graph.view import Graph, decode_node_def_attrs, decode_tf_shape, lazy_node, tf_tensor_types
 
@@ -19,8 +20,6 @@ SUPPORTED = ("a frozen GraphDef (.pb, .pbtxt), a SavedModel directory, a TF1 met
              "an ONNX model (.onnx) or a Keras model (.keras, .h5)")
 
 # Sinks that are not model outputs (frozen graphs and meta graphs without a signature).
-_NOT_OUTPUTS = frozenset(["Const", "NoOp", "Assert", "Placeholder", "PlaceholderWithDefault", "SaveV2", "Save",
-                          "SaveSlices", "RestoreV2", "Restore", "RestoreSlice", "MergeV2Checkpoints"])
 _VARIABLE_OPS = frozenset(["VarHandleOp", "_VarHandlesOp", "VariableV2", "Variable", "AutoReloadVariable"])
 _OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.>\-]*\Z")
 
@@ -296,7 +295,7 @@ def _frozen_view(graph_def, path, fmt, not_output_prefix=None):
         if node.op == "Placeholder":
             inputs.append(node.name + ":0")
             shapes[node.name + ":0"] = node.attrs.get("shape")
-        elif node.name not in consumed and node.op not in _NOT_OUTPUTS:
+        elif node.name not in consumed and node.op not in NOT_OUTPUTS:
             if not_output_prefix and node.name.startswith(not_output_prefix):
                 continue
             outputs.append(node.name + ":0")

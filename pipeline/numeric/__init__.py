@@ -2,6 +2,7 @@
 first-divergence search and the convert stage's diagnosis.
 
     diff(ref, got, atol, rtol) -> (max abs diff, max rel diff, any element over atol + rtol * |ref|)
+    max_abs_diff(outputs_a, outputs_b) -> the largest |a - b| over lists of output arrays
 """
 
 ATOL, RTOL = 1e-5, 1e-4  # pass when |got - ref| <= ATOL + RTOL * |ref|, element-wise
@@ -35,3 +36,11 @@ def diff(ref, got, atol, rtol):
 def batched(alone, batched, size):
     return alone.ndim >= 1 and batched.ndim == alone.ndim and alone.shape[0] == 1 and batched.shape[0] == size \
         and alone.shape[1:] == batched.shape[1:]
+
+
+def max_abs_diff(a, b):
+    """The largest element-wise |a - b| over two lists of output arrays (rewrite's per-pass check)."""
+    import numpy as np
+
+    return max((float(np.max(np.abs(np.asarray(x, "float64") - np.asarray(y, "float64")))) if np.size(x) else 0.0
+                for x, y in zip(a, b)), default=0.0)

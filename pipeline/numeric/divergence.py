@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from pipeline.errors import DeployError
+from pipeline.graph.io import tensor_name as _tensor
 from pipeline.numeric import ATOL, RTOL, batched as _batched, diff as _diff, finite as _finite
-from pipeline.tf.graph import load_for_run, tensor_name as _tensor
 
 _REDUCTIONS = ("Mean", "Sum", "Max", "Min", "Prod")
 
@@ -115,7 +115,13 @@ def divergences(graph_def_path, image, neighbours, io=None, tolerance=ATOL, rtol
     function of the graph and the images. [] when every float tensor agrees."""
     import numpy as np
 
-    tf, graph_def, io, graph, inp = load_for_run(graph_def_path, io)
+    from pipeline.backends.tensorflow import load
+
+    session = load(graph_def_path, io)
+    if len(session.inputs) != 1:
+        raise DeployError("the first-divergence search runs graphs with one image input; {} has {} ({})".format(
+            graph_def_path, len(session.inputs), ", ".join(i[0] for i in session.inputs)))
+    tf, graph_def, io, graph, inp = session.tf, session.graph_def, session.io, session.graph, session.input_tensor
     image, neighbours = np.asarray(image, inp.dtype.as_numpy_dtype), np.asarray(neighbours, inp.dtype.as_numpy_dtype)
     image = image[None] if inp.shape.rank is not None and image.ndim == inp.shape.rank - 1 else image
     if len(neighbours) == 0:

@@ -9,46 +9,21 @@ After each pass the outputs are compared on real inputs:
 A pass that fails its comparison fails the rewrite (StageFailed); nothing is written.
 """
 
-from pathlib import Path
-
 from pipeline.errors import DeployError, StageFailed
+from pipeline.numeric import max_abs_diff
 from pipeline.rewrite import CANONICAL_ORDER, passes
 
 
 def graph_io(graph, path, outputs=None):
-    """The graph's inputs and outputs: ``outputs`` when given, else ``<name>.io.json`` (or the
-    freeze stage's io.json) beside the graph, else Placeholders in and sinks out."""
-    path = Path(path)
-    for io_path in (path.with_name(path.stem + ".io.json"), path.parent / "io.json" if path.name == "frozen.pb" else None):
-        if io_path is not None and io_path.exists():
-            from pipeline.tf.graph import read_io_json
+    """The TFGraph's inputs and outputs by pipeline.graph.io's rule (``outputs``, the io.json beside
+    ``path``, else Placeholders in and sinks out)."""
+    from pipeline.graph.io import graph_io as io_of
 
-            io = read_io_json(io_path)
-            break
-    else:
-        io = None
-    if outputs:
-        missing = [o for o in outputs if o not in graph.nodes]
-        if missing:
-            raise DeployError("--outputs: no node {!r} in {}".format(missing[0], path))
-        base = io or graph_io(graph, path)
-        return {"inputs": base["inputs"], "outputs": [{"name": o} for o in outputs]}
-    if io is not None:
-        return io
-    from pipeline.rewrite.tf_passes import view
-
-    from pipeline.check import input_dtype
-
-    v = view(graph)
-    return {
-        "inputs": [{"name": t.split(":")[0], "tensor": t, "dtype": input_dtype(v, t), "shape": v.input_shapes.get(t)}
-                   for t in v.inputs],
-        "outputs": [{"name": t.split(":")[0], "tensor": t} for t in v.outputs],
-    }
+    return io_of(graph.graph_def, path, outputs)
 
 
 class Runner:
-    """Runs a TFGraph with TensorFlow on fixed sample inputs."""
+    """Runs a TFGraph with the TensorFlow backend on fixed sample inputs."""
 
     def __init__(self, io, samples):
         self.io = io
@@ -56,25 +31,23 @@ class Runner:
         self.input = io["inputs"][0]["name"]
 
     def run(self, graph, batch=None):
+        from pipeline.backends.tensorflow import TensorFlowSession
         from pipeline.tf import import_tf
-        from pipeline.tf.graph import run_graph_def
 
         tf = import_tf()
         graph_def = tf.compat.v1.GraphDef.FromString(graph.serialize())
         present = {n.name for n in graph_def.node}
-        io = {"inputs": self.io["inputs"], "outputs": [o for o in self.io["outputs"] if o["name"] in present]}
+        io = {key: [t for t in self.io[key] if t["name"] in present] for key in ("inputs", "outputs")}
+        session = None
         try:
-            return run_graph_def(graph_def, io, {self.input: self.samples if batch is None else batch})
+            session = TensorFlowSession(graph_def, io, source="the rewritten graph")
+            return session.run({self.input: self.samples if batch is None else batch})
         except (tf.errors.OpError, ValueError) as e:
             message = getattr(e, "message", None) or str(e)
             raise StageFailed("the rewritten graph does not run in TensorFlow: {}".format(message.splitlines()[0]))
-
-
-def _max_diff(a, b):
-    import numpy as np
-
-    return max(float(np.max(np.abs(np.asarray(x, "float64") - np.asarray(y, "float64")))) if np.size(x) else 0.0
-               for x, y in zip(a, b))
+        finally:
+            if session is not None:
+                session.close()
 
 
 def _delta(before, after):
@@ -133,10 +106,10 @@ def apply_passes(graph, io, names, options, samples, tolerance=1e-4, reference=N
 def _compare(name, p, graph, runner, before, ref_outputs, tolerance):
     after = runner.run(graph)
     if not p.changes_behaviour:
-        diff = _max_diff(before, after)
+        diff = max_abs_diff(before, after)
         result = {"against": "the graph before the pass", "max_abs_diff": diff, "tolerance": tolerance}
     elif ref_outputs is not None:
-        diff = _max_diff(ref_outputs, after)
+        diff = max_abs_diff(ref_outputs, after)
         result = {"against": "the inference-mode reference", "max_abs_diff": diff, "tolerance": tolerance}
     else:
         import numpy as np
@@ -144,7 +117,7 @@ def _compare(name, p, graph, runner, before, ref_outputs, tolerance):
         again = runner.run(graph)
         alone = [runner.run(graph, batch=runner.samples[i:i + 1]) for i in range(len(runner.samples))]
         stacked = [np.concatenate([a[k] for a in alone]) for k in range(len(after))]
-        diff = max(_max_diff(after, again), _max_diff(after, stacked))
+        diff = max(max_abs_diff(after, again), max_abs_diff(after, stacked))
         result = {"against": "determinism and batch independence (no reference given)", "max_abs_diff": diff,
                   "tolerance": tolerance}
     result["passed"] = diff <= tolerance

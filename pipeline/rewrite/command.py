@@ -62,7 +62,7 @@ def _load_onnx(model_path):
     """The model with its external data, once every location is inside the model's folder."""
     import onnx
 
-    from pipeline.runtimes.external_data import check_external_data
+    from pipeline.backends.external_data import check_external_data
 
     model = onnx.load(str(model_path), load_external_data=False)
     check_external_data(model, model_path)
@@ -165,7 +165,7 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
 def _onnx_feed(model, count):
     import numpy as np
 
-    from pipeline.graph.onnx_reader import _onnx_dtype_name
+    from pipeline.graph.onnx_reader import onnx_dtype_name
 
     init = {i.name for i in model.graph.initializer}
     feed, rng = {}, np.random.RandomState(0)
@@ -174,19 +174,18 @@ def _onnx_feed(model, count):
             continue
         dims = [d.dim_value if d.HasField("dim_value") else (count if i == 0 else 1)
                 for i, d in enumerate(value.type.tensor_type.shape.dim)]
-        dtype = _onnx_dtype_name(value.type.tensor_type.elem_type)
+        dtype = onnx_dtype_name(value.type.tensor_type.elem_type)
         feed[value.name] = rng.uniform(0, 255, dims).astype(dtype if dtype != "uint8" else "uint8")
     return feed
 
 
 def _onnx_diff(old, new, feed):
-    import onnxruntime
+    from pipeline.backends.onnxruntime import from_model
+    from pipeline.numeric import max_abs_diff
 
-    from pipeline.rewrite.apply import _max_diff
+    def run(model, what):
+        session = from_model(model, what)
+        names = {name for name, _, _ in session.inputs}
+        return session.run({k: v for k, v in feed.items() if k in names})
 
-    def run(model):
-        sess = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        names = {i.name for i in sess.get_inputs()}
-        return sess.run(None, {k: v for k, v in feed.items() if k in names})
-
-    return _max_diff(run(old), run(new))
+    return max_abs_diff(run(old, "the model before the pass"), run(new, "the model after the pass"))

@@ -2,7 +2,7 @@
 
 Today it runs on ONNX Runtime's CPU provider on the machine running deploy, and says so in
 ``benchmark.json`` ("where"): host numbers are never reported as target (Jetson) numbers. A
-TensorRT backend on the target will plug into ``pipeline.runtimes`` later.
+TensorRT backend on the target will plug into ``pipeline.backends`` later.
 """
 
 import functools
@@ -28,7 +28,7 @@ KEY = "stages.benchmark"
 def benchmark(ctx):
     """Measure latency and throughput of the ONNX model for each batch size."""
     from pipeline.bench.latency import measure, summarize
-    from pipeline.runtimes import load_onnx
+    from pipeline.backends import load_onnx
 
     opts = ctx.options
     batch_sizes = list(opts.batch_sizes)
@@ -129,15 +129,16 @@ def _consistency(ctx, model_path, batch_sizes):
     sizes = [b for b in batch_sizes if b > 1]
     if not getattr(ctx.options, "consistency", False) or not sizes:
         return None
-    from pipeline.consistency import batch_consistency, onnxruntime_backend
+    from pipeline.backends import load_onnx
+    from pipeline.numeric.consistency import batch_consistency
     from pipeline.stages._data import sample_images
 
-    backend = onnxruntime_backend(model_path)
-    shape = backend.input_shape
-    if len(shape) != 4 or shape[3] != 3:
+    session = load_onnx(model_path)
+    shape = session.inputs[0][1] if len(session.inputs) == 1 else None
+    if shape is None or len(shape) != 4 or shape[3] != 3:
         return None
     images, source = sample_images(ctx.config, ctx.options.consistency_samples, (shape[1], shape[2]))
-    report = batch_consistency(backend, images, sizes, source=source, model=str(model_path))
+    report = batch_consistency(session, images, sizes, source=source, model=str(model_path))
     ctx.progress.log("benchmark: batch consistency {} on {} images ({})".format(
         "pass" if report.passed else "FAIL", len(images), source))
     return report.to_dict()

@@ -16,10 +16,11 @@ from pipeline.stages import stage
 def convert(ctx):
     """Convert to ONNX (tf2onnx), run onnx.checker, compare with TensorFlow on dataset images."""
     opset = choose_opset(ctx.options.opset, ctx.target, converter_max_opset())
-    from pipeline.tf.graph import infer_io, load_graph_def, read_io_json
+    from pipeline.graph.io import graph_io, read_io_json
+    from pipeline.tf.graph import load_graph_def
 
     graph_def = load_graph_def(ctx.inputs["frozen_graph"])
-    io = read_io_json(ctx.inputs["io"]) if "io" in ctx.inputs else infer_io(graph_def)
+    io = read_io_json(ctx.inputs["io"]) if "io" in ctx.inputs else graph_io(graph_def, ctx.inputs["frozen_graph"])
     from pipeline.tf.screen import screen_graph
 
     # tf2onnx's grappler pass evaluates constant subgraphs: screen before it sees the graph
@@ -115,9 +116,9 @@ def compare_with_tf(ctx, graph_def, io):
     """Run the frozen graph (TensorFlow) and the ONNX model (ONNX Runtime) on the same images."""
     import numpy as np
 
-    from pipeline.runtimes import load_onnx
+    from pipeline.backends import load_onnx
+    from pipeline.backends.tensorflow import TensorFlowSession
     from pipeline.stages._data import sample_images
-    from pipeline.tf.graph import run_graph_def
 
     if len(io["inputs"]) != 1:
         from pipeline.tf.mismatch import keep_prob_input
@@ -134,7 +135,7 @@ def compare_with_tf(ctx, graph_def, io):
     if not shape or len(shape) != 4 or shape[1] is None or shape[2] is None:
         raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input".format(io["inputs"][0]["name"], shape))
     images, source = sample_images(ctx.config, ctx.options.compare_samples, (shape[1], shape[2]))
-    reference = run_graph_def(graph_def, io, {io["inputs"][0]["name"]: images}, source=ctx.inputs["frozen_graph"])
+    reference = TensorFlowSession(graph_def, io, source=ctx.inputs["frozen_graph"]).run({io["inputs"][0]["name"]: images})
     session = load_onnx(ctx.output("onnx"))
     got = session.run({session.inputs[0][0]: images})
     per_output = {}

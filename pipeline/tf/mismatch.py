@@ -61,7 +61,7 @@ def first_layer_mismatch(graph_def, io, model, images, tolerance, rtol=1e-4):
 
     from pipeline.numeric import diff as _diff
     from pipeline.numeric.divergence import topological_names
-    from pipeline.tf.graph import run_graph_def
+    from pipeline.backends.tensorflow import TensorFlowSession
 
     onnx_values = {v for n in model.graph.node for v in n.output}
     by_name = {n.name: n for n in graph_def.node}
@@ -76,8 +76,8 @@ def first_layer_mismatch(graph_def, io, model, images, tolerance, rtol=1e-4):
     try:
         session = onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
         got = session.run([name + ":0" for name in shared], {session.get_inputs()[0].name: images})
-        want = run_graph_def(graph_def, {"inputs": io["inputs"], "outputs": [{"name": n} for n in shared]},
-                             {io["inputs"][0]["name"]: images})
+        want = TensorFlowSession(graph_def, {"inputs": io["inputs"], "outputs": [{"name": n} for n in shared]}).run(
+            {io["inputs"][0]["name"]: images})
     except Exception:  # a tensor one runtime cannot expose: no layer-level answer
         return None
     for name, a, b in zip(shared, want, got):

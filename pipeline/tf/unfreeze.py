@@ -74,7 +74,8 @@ def unfreeze(frozen_path, out_dir, scopes=None, io=None):
     """Write a trainable SavedModel for ``frozen_path``; returns {"variables", "trainable", "inputs", "outputs"}."""
     from pipeline.graph.readers import sniff_protobuf
     from pipeline.tf import import_tf
-    from pipeline.tf.graph import infer_io, load_graph_def, read_io_json
+    from pipeline.graph.io import graph_io
+    from pipeline.tf.graph import load_graph_def
 
     frozen_path = Path(frozen_path)
     if frozen_path.is_file() and sniff_protobuf(frozen_path, "binary") == "onnx":
@@ -86,9 +87,7 @@ def unfreeze(frozen_path, out_dir, scopes=None, io=None):
             out_dir, " and is not empty" if out_dir.is_dir() else " as a file"))
     tf = import_tf()
     graph_def = load_graph_def(frozen_path)
-    if io is None:
-        io_path = frozen_path.with_name("io.json")
-        io = read_io_json(io_path) if io_path.exists() else infer_io(graph_def)
+    io = io or graph_io(graph_def, frozen_path)
     from pipeline.tf.screen import screen_graph
 
     screen_graph(graph_def, frozen_path, outputs=[o["name"] for o in io["outputs"]])  # it runs when trained

@@ -2,7 +2,7 @@
 """How much does the latency harness add over a bare ``sess.run`` loop?
 
 Builds a small Conv/Relu ONNX model (or takes ``--model path.onnx``), loads it once with
-``pipeline.runtimes.load_onnx`` (ONNX Runtime, CPU), and times two loops of ``--iterations``
+``pipeline.backends.load_onnx`` (ONNX Runtime, CPU), and times two loops of ``--iterations``
 calls (default 100, the benchmark stage's default) on the same session, input and batch:
 
   bare     for _ in range(n): ort_session.run(output_names, feed)
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a check
 
 from pipeline.bench.latency import measure, summarize  # noqa: E402
 from pipeline.progress import Progress  # noqa: E402
-from pipeline.runtimes import load_onnx  # noqa: E402
+from pipeline.backends import load_onnx  # noqa: E402
 
 
 def build_model(path, layers=6, size=64, channels=32, seed=0):

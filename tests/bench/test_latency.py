@@ -178,7 +178,7 @@ def test_latency_module_imports_nothing_heavy():
     import sys
 
     code = (
-        "import sys, pipeline.bench.latency, pipeline.bench, pipeline.runtimes, pipeline.stages.benchmark;"
+        "import sys, pipeline.bench.latency, pipeline.bench, pipeline.backends, pipeline.stages.benchmark;"
         "heavy = [m for m in ('numpy', 'onnxruntime', 'onnx', 'tensorflow', 'tqdm') if m in sys.modules];"
         "print(','.join(heavy))"
     )

@@ -21,12 +21,9 @@ def scenario(tmp_path_factory):
 
 
 def _outputs(path, images):
-    from pipeline.tf import import_tf
-    from pipeline.tf.graph import load_graph_def, run_graph_def
+    from pipeline.backends.tensorflow import load
 
-    import_tf()
-    return run_graph_def(load_graph_def(path), {"inputs": [{"name": "input"}], "outputs": [{"name": "probabilities"}]},
-                         {"input": images})[0]
+    return load(path, {"inputs": [{"name": "input"}], "outputs": [{"name": "probabilities"}]}).run({"input": images})[0]
 
 
 def test_check_rewrite_check_and_the_reference(scenario):

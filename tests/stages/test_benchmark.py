@@ -11,7 +11,7 @@ pytest.importorskip("onnxruntime")
 from pipeline.bench.latency import STAT_KEYS  # noqa: E402
 from pipeline.errors import DeployError  # noqa: E402
 from pipeline.progress import Progress  # noqa: E402
-from pipeline.runtimes import load_onnx  # noqa: E402
+from pipeline.backends import load_onnx  # noqa: E402
 from pipeline.stages import StageContext, _REGISTRY  # noqa: E402
 from pipeline.stages.benchmark import benchmark, random_feed  # noqa: E402
 
@@ -176,7 +176,7 @@ def test_onnx_directory_artifact(tmp_path):
     assert json.loads((tmp_path / "out" / "benchmark.json").read_text())["model"]["name"] == "model.onnx"
 
 
-# --- pipeline.runtimes -------------------------------------------------------------------
+# --- pipeline.backends -------------------------------------------------------------------
 
 
 def test_load_onnx_session(tmp_path):

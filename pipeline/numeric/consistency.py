@@ -4,70 +4,46 @@ A model that still runs batch norm (or dropout) in training mode gives an image 
 alone, beside other images, or twice in a row. ``batch_consistency`` runs each sample image alone
 (twice: stochastic outputs show up there) and at every position of batches of other images and of
 copies of itself, and compares its output row with the alone output. For a frozen TensorFlow graph,
-``first_divergence`` names the first node (topological order) whose output departs.
+``diagnose`` names the first node (topological order) whose output departs.
 
-Backends: objects with ``.name``, ``.input_name``, ``.input_shape`` (tuple, None = dynamic dim),
-``.output_names`` and ``.run(batch) -> [np.ndarray per output name]``; see ``Backend``. A TensorRT
-backend on a Jetson plugs in with the same members: ``Backend("tensorrt", input_name, (None, H, W, C),
-output_names, run)`` where ``run(batch)`` calls ``context.set_input_shape(input_name, batch.shape)``
-(the engine's optimisation profile must cover batch 1 up to the largest batch size checked), copies the
-batch in, executes, and returns host copies of the outputs, rows ``[:len(batch)]``, in ``output_names``
-order. A fixed-batch engine (profile min == max) cannot be checked.
+It runs any session of ``pipeline.backends`` with one image input (TensorFlow, ONNX Runtime; on a
+Jetson a TensorRT engine whose optimisation profile covers batch 1 up to the largest batch size
+checked: a fixed-batch engine cannot be checked). ``check_model(path, ...)`` is ``deploy
+consistency`` without its flags (the CLI parses them).
 """
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import List, Optional
 
-from pipeline.errors import EXIT_OK, EXIT_STAGE_FAILED, DeployError, StageFailed
-from pipeline.numeric import ATOL, RTOL, batched as _batched, diff as _diff, finite as _finite  # noqa: F401
-from pipeline.numeric.divergence import Divergence, divergences, first_divergence  # noqa: F401
-from pipeline.tf.graph import load_for_run as _tf_graph, tensor_name as _tensor
+from pipeline.errors import DeployError, StageFailed
+from pipeline.numeric import ATOL, RTOL, batched, diff, finite
+from pipeline.numeric.divergence import Divergence, divergences
 
 
-class Backend:
-    """A model to run: ``run(batch)`` -> list of arrays in ``output_names`` order (input cast to ``dtype``)."""
+class _ImageInput:
+    """A session seen through its one image input: ``run(batch)`` -> outputs, runtime errors as one line."""
 
-    def __init__(self, name, input_name, input_shape, output_names, run, dtype="float32", label=None):
-        self.name, self.input_name, self.output_names = name, input_name, list(output_names)
-        self.input_shape = None if input_shape is None else tuple(input_shape)
-        self.dtype, self.label, self._run = dtype, label or {"runtime": name}, run
+    def __init__(self, session, model=None):
+        if len(session.inputs) != 1:
+            raise DeployError("consistency checks models with one image input; {} has {} ({})".format(
+                model or session.name, len(session.inputs), ", ".join(i[0] for i in session.inputs)))
+        self.session, self.name = session, session.name
+        self.input_name, shape, self.dtype = session.inputs[0]
+        self.input_shape = None if shape is None else tuple(shape)
+        self.output_names, self.label = list(session.output_names), session.label
 
     def run(self, batch):
         import numpy as np
 
         batch = np.ascontiguousarray(batch, dtype=self.dtype)
         try:
-            return [np.asarray(out) for out in self._run(batch)]
+            return [np.asarray(out) for out in self.session.run({self.input_name: batch})]
         except DeployError:
             raise
         except Exception as e:  # the runtime's own error types
             msg = "{} cannot run {} on a batch of shape {}: {}".format(
                 self.name, self.input_name, list(batch.shape), " ".join(str(e).split())[:300] or type(e).__name__)
             raise (StageFailed(msg) if len(batch) > 1 else DeployError(msg)) from None
-
-
-def tensorflow_backend(graph_def_path, io=None):
-    """A frozen .pb/.pbtxt run by TensorFlow in one ``tf.compat.v1.Session`` (kept open for all runs)."""
-    tf, _, io, graph, inp = _tf_graph(graph_def_path, io)
-    fetches = [graph.get_tensor_by_name(_tensor(o["name"])) for o in io["outputs"]]
-    sess = tf.compat.v1.Session(graph=graph)
-    return Backend("tensorflow", inp.op.name, None if inp.shape.rank is None else inp.shape.as_list(),
-                   [o["name"] for o in io["outputs"]], lambda batch: sess.run(fetches, {inp: batch}),
-                   dtype=inp.dtype.as_numpy_dtype, label={"runtime": "tensorflow", "version": tf.__version__})
-
-
-def onnxruntime_backend(onnx_path):
-    """An .onnx model run by ONNX Runtime (CPU) through ``pipeline.runtimes.load_onnx``."""
-    from pipeline.runtimes import load_onnx
-
-    session = load_onnx(onnx_path)
-    if len(session.inputs) != 1:
-        raise DeployError("consistency checks models with one image input; {} has {}".format(onnx_path, len(session.inputs)))
-    name, shape, dtype = session.inputs[0]
-    return Backend("onnxruntime", name, shape, session.output_names, lambda batch: session.run({name: batch}),
-                   dtype=dtype, label=session.label)
 
 
 # ------------------------------------------------------------------------------ the check
@@ -122,7 +98,7 @@ class ConsistencyReport:
         return "stochastic" if any(o.stochastic for o in self.outputs) else "pass" if self.passed else "inconsistent"
 
     def to_dict(self):
-        return _finite({
+        return finite({
             "status": self.status, "passed": self.passed, "model": self.model, "backend": self.backend,
             "runtime": self.label, "input": {"name": self.input_name, "shape": _shape(self.input_shape)},
             "images": {"count": self.samples, "source": self.source}, "batch_sizes": list(self.batch_sizes),
@@ -138,10 +114,11 @@ def _shape(shape):
     return None if shape is None else [d if d is None else int(d) for d in shape]
 
 
-def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=RTOL, seed=0, source=None, model=None):
+def batch_consistency(session, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=RTOL, seed=0, source=None, model=None):
     """Each image alone (twice) vs. at every position of each batch size, beside other images and copies of itself."""
     import numpy as np
 
+    backend = _ImageInput(session, model)
     shape = backend.input_shape
     if shape and shape[0] is not None:
         raise DeployError("input {} has a fixed batch dimension of {} (shape {}); batch consistency needs a dynamic "
@@ -163,12 +140,12 @@ def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
     def compare(i, alone, batch, positions, kind):
         report.runs += 1
         for res, ref, got in zip(report.outputs, alone, backend.run(batch)):
-            if res.compared and not _batched(ref, got, len(batch)):
+            if res.compared and not batched(ref, got, len(batch)):
                 res.compared = False
                 res.note = "not compared: its first dimension is not the batch (alone {}, batch of {}: {})".format(
                     list(ref.shape), len(batch), list(got.shape))
             for p in positions if res.compared else ():
-                abs_d, rel_d, over = _diff(ref[0], got[p], tolerance, rtol)
+                abs_d, rel_d, over = diff(ref[0], got[p], tolerance, rtol)
                 res.cases, res.failed_cases = res.cases + 1, res.failed_cases + over
                 res.max_rel_diff = max(res.max_rel_diff, rel_d)
                 if abs_d > res.max_abs_diff or res.worst is None:
@@ -180,7 +157,7 @@ def batch_consistency(backend, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
         alone, again = backend.run(image), backend.run(image)
         report.runs += 2
         for res, a, b in zip(report.outputs, alone, again):
-            abs_d, _, over = _diff(a, b, tolerance, rtol) if a.shape == b.shape else (float("inf"), 0.0, True)
+            abs_d, _, over = diff(a, b, tolerance, rtol) if a.shape == b.shape else (float("inf"), 0.0, True)
             if over:
                 res.stochastic, res.stochastic_diff = True, max(res.stochastic_diff, abs_d)
         others = [j for j in range(len(pool)) if j != i]
@@ -253,31 +230,20 @@ def _images(shape, samples, dataset, seed):
     return (pixels.transpose(0, 3, 1, 2) if nchw else pixels), source
 
 
-def consistency_command(model_path, batch_sizes=(2, 8), samples=4, dataset=None, tolerance=None, format="text", seed=0):
-    """``deploy consistency``: (text, exit code): 0 consistent, 3 inconsistent or stochastic, 1 bad input (text
-    is then ``deploy: error: ...``, or ``{"status": "error", ...}`` in json)."""
-    try:
-        path = Path(model_path)
-        try:
-            sizes = [int(b) for b in batch_sizes.split(",") if b.strip()] if isinstance(batch_sizes, str) else batch_sizes
-            samples, tol = int(samples), ATOL if tolerance is None else float(tolerance)
-        except ValueError as e:
-            raise DeployError("bad --batch-sizes, --samples or --tolerance ({}); e.g. --batch-sizes 2,8 --samples 4".format(e)) from None
-        if samples < 1 or tol < 0:
-            raise DeployError("--samples must be 1 or more and --tolerance 0 or more (got {}, {})".format(samples, tol))
-        kinds = {".pb": tensorflow_backend, ".pbtxt": tensorflow_backend, ".onnx": onnxruntime_backend}
-        if not path.is_file() or path.suffix.lower() not in kinds:
-            raise DeployError("{} {}; expected a frozen .pb/.pbtxt (TensorFlow) or an .onnx model{}".format(
-                path, "is a directory" if path.is_dir() else "is not a model file" if path.exists() else "does not exist",
-                " (freeze a SavedModel first: deploy run --until freeze)" if path.is_dir() else ""))
-        backend = kinds[path.suffix.lower()](path)
-        images, source = _images(backend.input_shape, samples, dataset, seed)
-        report = batch_consistency(backend, images, sizes, tolerance=tol, seed=seed, source=source, model=str(path))
-        if not report.passed and backend.name == "tensorflow":
-            diagnose(report, path, images, tol)
-    except DeployError as e:
-        if format == "json":
-            return json.dumps({"status": "error", "error": e.message, "code": e.code}, indent=2), e.code
-        return "deploy: error: " + e.message, e.code
-    text = json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) if format == "json" else format_report(report)
-    return text, EXIT_OK if report.passed else EXIT_STAGE_FAILED
+def check_model(model_path, batch_sizes=(2, 8), samples=4, dataset=None, tolerance=ATOL, seed=0):
+    """``deploy consistency`` on the model file at ``model_path`` (frozen graph or ONNX): the report,
+    with the first divergence when a TensorFlow graph fails. DeployError for bad input."""
+    from pathlib import Path
+
+    from pipeline.backends import open_session
+
+    path = Path(model_path)
+    if samples < 1 or tolerance < 0:
+        raise DeployError("--samples must be 1 or more and --tolerance 0 or more (got {}, {})".format(samples, tolerance))
+    session = open_session(path)
+    images, source = _images(_ImageInput(session, str(path)).input_shape, samples, dataset, seed)
+    report = batch_consistency(session, images, batch_sizes, tolerance=tolerance, seed=seed, source=source,
+                               model=str(path))
+    if not report.passed and session.name == "tensorflow":
+        diagnose(report, path, images, tolerance)
+    return report

@@ -8,14 +8,13 @@ import pytest
 
 from conftest import deploy
 from pipeline.errors import DeployError
-from pipeline.runtimes.external_data import check_external_data
+from pipeline.backends.external_data import check_external_data
 
 pytestmark = pytest.mark.tf  # onnxruntime
 
 
 def external_model(path, location):
     """x @ w, with w's 16 floats stored in ``location`` (as onnx.save_model(..., save_as_external_data) writes)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     w = numpy_helper.from_array(np.ones([4, 4], np.float32), "w")
@@ -82,7 +81,7 @@ def test_commands_refuse_escaping_data(models, tmp_path, case):
 def test_data_inside_the_folder_is_read(models, tmp_path):
     path, location, _ = models["inside"]
     external_model(path, location)
-    from pipeline.runtimes.onnxruntime import load
+    from pipeline.backends.onnxruntime import load
 
     out = load(path).run({"x": np.ones([1, 4], np.float32)})[0]
     np.testing.assert_array_equal(out, np.full([1, 4], 4.0, np.float32))

@@ -1,4 +1,4 @@
-"""The ONNX Runtime backend: ``load(path, providers)`` -> ``Session``.
+"""The ONNX Runtime backend: ``load(path, providers)`` or ``from_model(model)`` -> ``Session``.
 
 The run path is kept thin for the latency harness: the output names are bound once and
 ``Session.run`` is ``functools.partial(InferenceSession.run, output_names)``, so a call is
@@ -34,12 +34,11 @@ _DTYPES = {
 
 
 class Session:
-    """A loaded model. ``run(feed) -> list[np.ndarray]`` in ``outputs`` order.
-
-    ``inputs``/``outputs``: [(name, shape, dtype)], shape a tuple of int or None (dynamic dim),
-    dtype a numpy dtype name ("float32"). ``provider``: the first provider ORT uses. ``label``:
-    where it runs (see ``pipeline.runtimes``). ``native``: the ``onnxruntime.InferenceSession``.
+    """A loaded model (the session shape of ``pipeline.backends``). ``provider``: the first
+    provider ORT uses. ``native``: the ``onnxruntime.InferenceSession``.
     """
+
+    name = "onnxruntime"
 
     def __init__(self, sess, path):
         import onnxruntime
@@ -96,12 +95,26 @@ def load(path, providers=None):
     return Session(sess, path)
 
 
+def from_model(model, what="the model"):
+    """A session for an in-memory ``onnx.ModelProto`` (rewrite's before/after comparisons), CPU only."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        sess = onnxruntime.InferenceSession(model.SerializeToString(), sess_options=options,
+                                            providers=list(DEFAULT_PROVIDERS))
+    except Exception as err:
+        raise DeployError("ONNX Runtime cannot load {}: {}".format(what, " ".join(str(err).split()) or type(err).__name__)) from None
+    return Session(sess, "<{}>".format(what))
+
+
 def _check_external_data(path):
     """Refuse external data outside the model's folder before ONNX Runtime reads any (recent ONNX
     Runtime refuses it too; older ones, like those on a Jetson, do not)."""
     import onnx
 
-    from pipeline.runtimes.external_data import check_external_data
+    from pipeline.backends.external_data import check_external_data
 
     try:
         model = onnx.load(str(path), load_external_data=False)

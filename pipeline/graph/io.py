@@ -1,0 +1,105 @@
+"""One answer to "what are this graph's inputs and outputs", for every command and stage.
+
+    io = graph_io(graph_def, "frozen.pb")   # {"inputs": [{name, tensor, dtype, shape}], "outputs": [{name, tensor}]}
+    io = graph_io(graph_def, path, outputs=["logits"])
+
+The rule, in order:
+1. ``outputs`` given (``--outputs``): those nodes are the outputs; inputs as below.
+2. A sidecar beside the graph: ``<stem>.io.json`` (``deploy rewrite -o x.pb`` writes ``x.io.json``),
+   or ``io.json`` beside a ``frozen.pb`` (the freeze and rewrite stages write it). Names it gives
+   that the graph does not have are an error naming the sidecar (it belongs to another graph).
+3. The graph's structure: Placeholders in, nodes nothing consumes out, except ops that are never
+   outputs (``NOT_OUTPUTS``: constants, no-ops, asserts, saver ops).
+
+The graph view (``pipeline.graph.readers``) uses the same ``NOT_OUTPUTS``. Works on TensorFlow's
+GraphDef and on ``pipeline.graph.proto``'s: no TensorFlow is imported.
+"""
+
+import json
+from pathlib import Path
+
+from pipeline.errors import DeployError
+
+INPUT_OPS = frozenset(["Placeholder"])
+NOT_OUTPUTS = frozenset(["Const", "NoOp", "Assert", "Placeholder", "PlaceholderWithDefault", "SaveV2", "Save",
+                         "SaveSlices", "RestoreV2", "Restore", "RestoreSlice", "MergeV2Checkpoints"])
+
+
+def sidecar(path):
+    """The io.json that describes the graph at ``path``, or None (see the module doc, rule 2)."""
+    path = Path(path)
+    own = path.with_name(path.stem + ".io.json")
+    if own.is_file():
+        return own
+    shared = path.parent / "io.json"
+    return shared if path.name == "frozen.pb" and shared.is_file() else None
+
+
+def graph_io(graph_def, path=None, outputs=None):
+    """The graph's inputs and outputs by the module's rule; DeployError when it has none."""
+    side = sidecar(path) if path is not None else None
+    io = read_io_json(side) if side is not None else None
+    names = {n.name for n in graph_def.node}
+    if io is not None:
+        missing = [s["name"] for s in io["inputs"] + io["outputs"] if s["name"].split(":")[0] not in names]
+        if missing:
+            raise DeployError("{} names {} that {} does not have; it belongs to another graph: move it away".format(
+                side, ", ".join(missing), path))
+    if outputs:
+        unknown = [o for o in outputs if o.split(":")[0] not in names]
+        if unknown:
+            raise DeployError("--outputs: no node {!r} in {}".format(unknown[0], path or "the graph"))
+        base = io or structural_io(graph_def, need_outputs=False)
+        return {"inputs": base["inputs"], "outputs": [{"name": o} for o in outputs]}
+    return io or structural_io(graph_def)
+
+
+def structural_io(graph_def, need_outputs=True):
+    """Rule 3: Placeholders in (with dtype and shape), sinks out."""
+    from pipeline.graph.proto import dtype_name
+
+    consumed = {i.lstrip("^").split(":")[0] for n in graph_def.node for i in n.input}
+    inputs, outputs = [], []
+    for node in graph_def.node:
+        if node.op in INPUT_OPS:
+            shape = node.attr["shape"].shape
+            dims = None if shape.unknown_rank else [d.size if d.size >= 0 else None for d in shape.dim]
+            inputs.append({"name": node.name, "tensor": node.name + ":0", "dtype": dtype_name(node.attr["dtype"].type),
+                           "shape": dims})
+        elif node.name not in consumed and node.op not in NOT_OUTPUTS:
+            outputs.append({"name": node.name, "tensor": node.name + ":0"})
+    if not inputs or (need_outputs and not outputs):
+        raise DeployError("cannot tell the graph's inputs and outputs (found {} Placeholders, {} sink nodes); "
+                          "name them with --outputs or an io.json beside the graph".format(len(inputs), len(outputs)))
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def read_io_json(path):
+    """A graph's io.json (written by deploy's freeze and rewrite stages): {"inputs": [{"name", ...}],
+    "outputs": [...]}. One-line DeployError naming the file for anything else (a foreign or
+    malformed file beside a model)."""
+    what = "{}: not deploy's io.json".format(path)
+    try:
+        with open(str(path), encoding="utf-8") as handle:
+            io = json.load(handle)
+    except (OSError, ValueError) as e:
+        raise DeployError("{} ({}); delete or move it to let deploy infer the graph's inputs and outputs".format(
+            what, " ".join(str(e).split())[:120])) from None
+    if not isinstance(io, dict):
+        raise DeployError("{} (a JSON {}, not an object with inputs and outputs); delete or move it".format(
+            what, type(io).__name__))
+    for key in ("inputs", "outputs"):
+        entries = io.get(key)
+        if not isinstance(entries, list) or not entries:
+            raise DeployError("{} (no {} list); delete or move it, or give the model's {} another way".format(
+                what, key, key))
+        for k, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+                raise DeployError("{} ({}[{}] has no name); delete or move it".format(what, key, k))
+            entry["name"] = entry["name"].split(":")[0] if entry["name"].endswith(":0") else entry["name"]
+    return io
+
+
+def tensor_name(name):
+    """``node`` -> ``node:0``; ``node:1`` stays."""
+    return name if ":" in name else name + ":0"
