@@ -144,7 +144,7 @@ def _load(path, signature):
     path = Path(path)
     if path.is_file() and path.suffix.lower() in (".pb", ".pbtxt", ".graphdef"):
         from pipeline.graph import proto
-        from pipeline.graph.readers import sniff_protobuf
+        from pipeline.graph.parsing import sniff_protobuf
 
         if sniff_protobuf(path, "text" if path.suffix.lower() == ".pbtxt" else "binary") == "binary":
             graph_def = proto.GraphDef()

@@ -73,7 +73,7 @@ def value_change(a, b, i, j):
 def _array(value):
     if hasattr(value, "array"):
         return value.array()
-    from pipeline.graph.view import decode_tf_tensor
+    from pipeline.graph.tf_attrs import decode_tf_tensor
 
     decoded = decode_tf_tensor(value)
     return decoded.array() if decoded is not None else None

@@ -121,7 +121,7 @@ def from_graph_def(graph_def, source, outputs=None):
         outputs = [n for n in names if n not in consumed]
 
     def attrs_of(i):
-        from pipeline.graph.view import decode_node_def_attrs
+        from pipeline.graph.tf_attrs import decode_node_def_attrs
 
         return decode_node_def_attrs(graph_def.node[i])
 

@@ -3,7 +3,8 @@
 Used by ``pipeline.graph.readers``; see ``Flattener``.
 """
 
-from pipeline.graph.view import decode_node_def_attrs, lazy_node
+from pipeline.graph.tf_attrs import decode_node_def_attrs
+from pipeline.graph.view import lazy_node
 
 _CALL_OPS = frozenset(["PartitionedCall", "StatefulPartitionedCall"])
 # Control-flow ops: index of the first data input that feeds the functions' argument 0.

@@ -3,7 +3,7 @@
 import re
 
 from pipeline.errors import DeployError
-from pipeline.graph.readers import _lazy_tensor_types, _pruned_view
+from pipeline.graph.tf_reader import lazy_tensor_types, pruned_view
 
 
 def read_keras(path):
@@ -48,7 +48,7 @@ def read_keras(path):
     graph_def.ParseFromString(concrete.graph.as_graph_def().SerializeToString())
     input_names = [t.name for t in concrete.inputs[:len(specs)]]
     output_names = [t.name for t in concrete.outputs]
-    graph = _pruned_view(graph_def, input_names, output_names, str(path), "keras")
+    graph = pruned_view(graph_def, input_names, output_names, str(path), "keras")
     known = {}
     for tensor, spec in zip(concrete.inputs[:len(specs)], specs):
         known[tensor.name] = spec.dtype.name
@@ -56,5 +56,5 @@ def read_keras(path):
     for name, tensor in zip(graph.outputs, concrete.outputs):
         known[name] = tensor.dtype.name
         graph.output_shapes[name] = list(tensor.shape) if tensor.shape.rank is not None else None
-    _lazy_tensor_types(graph, known)
+    lazy_tensor_types(graph, known)
     return graph

@@ -1,7 +1,7 @@
 """ONNX models into the graph view, with the ``onnx`` package (imported inside the reader)."""
 
 from pipeline.errors import DeployError
-from pipeline.graph.readers import _has_unknown_fields, _read_bytes, _reason
+from pipeline.graph.parsing import has_unknown_fields, read_bytes, reason
 from pipeline.graph.view import Graph, TensorValue, lazy_node
 
 
@@ -21,7 +21,7 @@ def onnx_dtype_name(value):
 
 
 def read_onnx(path):
-    data = _read_bytes(path, "an ONNX model")
+    data = read_bytes(path, "an ONNX model")
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -30,9 +30,9 @@ def read_onnx(path):
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
         raise DeployError("{}: not an ONNX model: the file is truncated or not protobuf ({}); export it again "
-                          "(tf2onnx / torch.onnx)".format(path, _reason(e)))
+                          "(tf2onnx / torch.onnx)".format(path, reason(e)))
     if not model.graph.node:
-        if _has_unknown_fields(model) or not model.opset_import:
+        if has_unknown_fields(model) or not model.opset_import:
             raise DeployError("{}: not an ONNX model: no graph found (the file is truncated or not ONNX); export "
                               "it again".format(path))
         raise DeployError("{}: ONNX model has no nodes; export it again".format(path))

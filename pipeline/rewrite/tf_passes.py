@@ -13,9 +13,9 @@ _CONTROL_ONLY = ("NoOp", "Assert")
 
 
 def view(graph):
-    from pipeline.graph.readers import _frozen_view
+    from pipeline.graph.tf_reader import frozen_view
 
-    return _frozen_view(graph.graph_def, "<rewrite>", "frozen_pb")
+    return frozen_view(graph.graph_def, "<rewrite>", "frozen_pb")
 
 
 # ------------------------------------------------------------------------------ training-mode ops

@@ -35,7 +35,7 @@ class TFGraph:
         from pipeline.graph import proto
         from pipeline.graph.readers import read_model
 
-        from pipeline.graph.readers import sniff_protobuf
+        from pipeline.graph.parsing import sniff_protobuf
 
         read_model(path)  # one-line errors for anything that is not a readable frozen graph
         graph_def = proto.GraphDef()
@@ -83,7 +83,7 @@ class TFGraph:
             return None
 
     def attr(self, node, key, default=None):
-        from pipeline.graph.view import decode_tf_attr
+        from pipeline.graph.tf_attrs import decode_tf_attr
 
         return decode_tf_attr(node.attr[key]) if key in node.attr else default
 
@@ -96,7 +96,7 @@ class TFGraph:
             hops += 1
         if node is None or node.op != "Const":
             return None
-        from pipeline.graph.view import decode_tf_tensor
+        from pipeline.graph.tf_attrs import decode_tf_tensor
 
         return decode_tf_tensor(node.attr["value"].tensor).value
 

@@ -21,7 +21,7 @@ def load_graph_def(path):
         raise DeployError("{}: cannot read frozen graph: {}".format(path, e.strerror or e))
     if not data:
         raise DeployError("{}: file is empty; expected a frozen GraphDef".format(path))
-    from pipeline.graph.readers import sniff_protobuf
+    from pipeline.graph.parsing import sniff_protobuf
 
     graph_def = tf.compat.v1.GraphDef()
     try:

@@ -72,7 +72,7 @@ def _through(by_name, name):
 
 def unfreeze(frozen_path, out_dir, scopes=None, io=None):
     """Write a trainable SavedModel for ``frozen_path``; returns {"variables", "trainable", "inputs", "outputs"}."""
-    from pipeline.graph.readers import sniff_protobuf
+    from pipeline.graph.parsing import sniff_protobuf
     from pipeline.tf import import_tf
     from pipeline.graph.io import graph_io
     from pipeline.tf.graph import load_graph_def

@@ -843,7 +843,7 @@ def test_tf2_saved_model_matches_tensorflow_without_training_ops(tmp_path):
     assert len(view.outputs) == 1 and view.producer(view.outputs[0]).op in ("Identity", "Softmax")
     assert view.input_shapes == {sig.inputs["x"].name: [None, 3]}
     # every node of the view is in TensorFlow's graph or a function body, with the same attributes
-    from pipeline.graph.view import decode_node_def_attrs
+    from pipeline.graph.tf_attrs import decode_node_def_attrs
 
     bodies = {}
     for f in meta.graph_def.library.function:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pipeline.graph import UNKNOWN_RANK, AttrPlaceholder, Graph, Node, TensorValue, proto, read_model
-from pipeline.graph.view import decode_tf_attr, decode_tf_tensor
+from pipeline.graph.tf_attrs import decode_tf_attr, decode_tf_tensor
 
 DT = proto.DataType
 
