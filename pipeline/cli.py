@@ -133,7 +133,7 @@ def cmd_consistency(args):
 
 def cmd_diff(args):
     """What changed between two graphs, matching nodes by structure (not by creation-order names)."""
-    from pipeline.diff import diff_models, format_text
+    from pipeline.graph.diff import diff_models, format_text
 
     from pipeline.errors import EXIT_DIFFERENT
 

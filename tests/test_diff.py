@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.diff import diff_models, format_text
+from pipeline.graph.diff import diff_models, format_text
 
 from conftest import deploy
 
@@ -242,11 +242,11 @@ def test_keras_h5_models_from_fresh_sessions_match_by_structure(tmp_path):
 def test_big_files_read_b_in_a_second_process_with_the_same_answers(tmp_path, monkeypatch):
     """The parallel path (B read in a forked process, values read again only when needed) gives the
     report the one-process path gives: renames, changed weights with their values, changed ops."""
-    import pipeline.diff
+    import pipeline.graph.diff
 
     base, changed = _graph(tmp_path, "base.pb"), _graph(tmp_path, "w.pb", weights=2.0, axis=-1)
     alone = diff_models(base, changed).to_dict()
-    monkeypatch.setattr(pipeline.diff, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(pipeline.graph.diff, "PARALLEL_BYTES", 0)
     parallel = diff_models(base, changed).to_dict()
     assert parallel == alone and parallel["values"]
     swapped = diff_models(_branches(tmp_path, "yz.pb", "y"), _branches(tmp_path, "zy.pb", "z"))

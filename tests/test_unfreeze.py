@@ -43,7 +43,7 @@ def _frozen(tmp_path):
 
 def test_unfreeze_train_refreeze_and_diff(tmp_path):
     from pipeline.data.folder import index_image_folder, load_images
-    from pipeline.diff import diff_models
+    from pipeline.graph.diff import diff_models
     from pipeline.tf import import_tf
     from pipeline.tf.freeze import freeze_saved_model, write_graph_def
 

@@ -7,6 +7,7 @@ Reading .pb, .pbtxt, SavedModels, .meta and .onnx imports no TensorFlow, and not
 """
 
 from pipeline.check.findings import CheckReport, Finding, RouteResult
+from pipeline.graph.analysis import constant_subgraph, input_dtype
 
 __all__ = ["check_model", "check_graph", "CheckReport", "Finding", "RouteResult"]
 
@@ -97,30 +98,6 @@ def check_graph(graph, target, routes=None):
     return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
 
 
-def constant_subgraph(graph, frozen=()):
-    """Nodes computed from constants only (not Const itself): tf2onnx and TF-TRT fold them away
-    before conversion, so their ops never reach the parser (e.g. Rsqrt of a batch norm's variance).
-    ``frozen``: variable nodes that freezing will turn into constants."""
-    from pipeline.check.patterns import RANDOM, family_of
-
-    const = {n.name for n in graph.nodes.values() if n.op == "Const"} | set(frozen)
-    folded = set()
-    work = list(const)
-    while work:  # from the constants forward: only their consumers are ever looked at
-        name = work.pop()
-        for node in graph.consumers(name):
-            if node.name in const or node.op in RANDOM:
-                continue
-            fam = family_of(node.op)
-            if fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"):
-                continue
-            if all(graph.producer_name(i) in const for i in node.inputs):
-                const.add(node.name)
-                folded.add(node.name)
-                work.append(node.name)
-    return folded
-
-
 def _plugins(target):
     """(plugins in the target's TensorRT {name: versions}, every plugin name deploy knows)."""
     from pipeline.targets.plugins import known_plugin_names, plugins_for
@@ -185,15 +162,6 @@ def _describe_model(graph):
         "inputs": [{"name": t, "dtype": input_dtype(graph, t), "shape": (graph.input_shapes or {}).get(t)} for t in graph.inputs],
         "outputs": list(graph.outputs),
     }
-
-
-def input_dtype(graph, tensor):
-    """A graph input's dtype name (TF: the Placeholder's dtype attr, without typing every tensor)."""
-    if graph.kind == "tensorflow":
-        node = graph.producer(tensor)
-        dtype = node.attrs.get("dtype") if node is not None else None
-        return str(dtype) if dtype else None
-    return graph.tensor_types.get(tensor)
 
 
 def _describe_target(target):

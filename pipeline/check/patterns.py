@@ -9,9 +9,11 @@ Each match carries its cause, its fix and the rewrite pass that fixes it, where 
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from pipeline.graph.analysis import RANDOM
+from pipeline.targets.families import Family, families, family_of, tensorflow_ops  # noqa: F401
+
 
 FUSED_BATCH_NORM = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
-RANDOM = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform")
 _DROPOUT_HOPS = 6
 
 
@@ -32,16 +34,13 @@ class Match:
     fed_by: List[str] = field(default_factory=list)  # placeholders fed at run time (a dropout's keep_prob)
 
 
-from pipeline.targets.families import Family, families, family_of, tensorflow_ops  # noqa: E402,F401
-
-
 # ------------------------------------------------------------------------------ recognisers
 
 
 def find_patterns(graph):
     """All matches in a TensorFlow graph (an ONNX graph gets the stochastic/family checks only)."""
     matches = []
-    matches += _dropout(graph)
+    matches += dropout_matches(graph)
     in_dropout = {n for m in matches for n in m.nodes}
     matches += _batchnorm_training(graph)
     matches += _batch_reductions(graph)
@@ -49,7 +48,7 @@ def find_patterns(graph):
     return matches
 
 
-def _dropout(graph):
+def dropout_matches(graph):
     """RandomUniform -> ... -> Floor -> Mul (TF1) or RandomUniform -> GreaterEqual -> Cast/Select -> Mul (TF2)."""
     matches = []
     for node in graph.nodes.values():

@@ -261,7 +261,7 @@ def _dtype_findings(route, graph, table, target):
 
 
 def _input_types(graph):
-    from pipeline.check import input_dtype
+    from pipeline.graph.analysis import input_dtype
 
     for tensor in graph.inputs:
         dtype = input_dtype(graph, tensor)

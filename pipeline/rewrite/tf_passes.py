@@ -24,10 +24,10 @@ def view(graph):
 @rewrite_pass("strip_dropout", changes_behaviour=True)
 def strip_dropout(graph, options):
     """Every dropout subgraph (TF1 Floor form, TF2 GreaterEqual/Select form, keep_prob placeholders) becomes identity."""
-    from pipeline.check.patterns import _dropout
+    from pipeline.check.patterns import dropout_matches
 
     sites = []
-    for match in _dropout(view(graph)):
+    for match in dropout_matches(view(graph)):
         applied = match.boundary[0]
         apply_node = graph.nodes.get(applied)
         if apply_node is None or apply_node.op not in ("Mul", "Select", "SelectV2"):
@@ -252,7 +252,7 @@ def cut(graph, options):
 @rewrite_pass("fold_constants", runs_graph=True)
 def fold_constants(graph, options):
     """Subgraphs computed from constants only are evaluated once (TensorFlow) and become Const nodes."""
-    from pipeline.check import constant_subgraph
+    from pipeline.graph.analysis import constant_subgraph
 
     folded = constant_subgraph(view(graph))
     if not folded:

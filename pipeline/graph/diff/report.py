@@ -8,7 +8,7 @@ SMALL = 16  # constants up to this many values are printed ([1,1917,1,4] -> [1,1
 
 def differences(a, b, i, j, match):
     """What differs between matched nodes A[i] and B[j]: op, attributes (with values), inputs."""
-    from pipeline.diff.structure import attr_signature
+    from pipeline.graph.diff.structure import attr_signature
 
     what = []
     if a.ops[i] != b.ops[j]:
@@ -33,12 +33,12 @@ def _short(value):
     if value is None:
         return "(none)"
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return "tensor {} {}".format(value.dtype, _dims(value.shape))
+        return "tensor {} {}".format(value.dtype, dims_text(value.shape))
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _dims(shape):
+def dims_text(shape):
     return "[" + ",".join("?" if d is None or d == -1 else str(d) for d in (shape or ())) + "]"
 
 
@@ -98,15 +98,15 @@ def by_scope(report):
 
 def _value_text(v):
     if "values" in v and v["shape"]["a"] != v["shape"]["b"]:
-        return "{}: {} → {}".format(v["a"], _flat(v["values"]["a"]), _flat(v["values"]["b"]))
+        return "{}: {} → {}".format(v["a"], flat_text(v["values"]["a"]), flat_text(v["values"]["b"]))
     if v["shape"]["a"] != v["shape"]["b"]:
-        return "{}: shape {} → {}".format(v["a"], _dims(v["shape"]["a"]), _dims(v["shape"]["b"]))
+        return "{}: shape {} → {}".format(v["a"], dims_text(v["shape"]["a"]), dims_text(v["shape"]["b"]))
     if "values" in v:
-        return "{}: {} → {}".format(v["a"], _flat(v["values"]["a"]), _flat(v["values"]["b"]))
-    return "{} {}: max abs diff {:.3g}".format(v["a"], _dims(v["shape"]["a"]), v["max_abs_diff"])
+        return "{}: {} → {}".format(v["a"], flat_text(v["values"]["a"]), flat_text(v["values"]["b"]))
+    return "{} {}: max abs diff {:.3g}".format(v["a"], dims_text(v["shape"]["a"]), v["max_abs_diff"])
 
 
-def _flat(values):
+def flat_text(values):
     return "[" + ",".join(str(x) for x in (values if isinstance(values, list) else [values])) + "]"
 
 
@@ -114,7 +114,7 @@ def _changed_text(c):
     shape = c.get("shape")
     extra = ""
     if shape and shape["a"] != shape["b"]:
-        extra = "; shape {} → {}".format(",".join(map(_dims, shape["a"] or [])), ",".join(map(_dims, shape["b"] or [])))
+        extra = "; shape {} → {}".format(",".join(map(dims_text, shape["a"] or [])), ",".join(map(dims_text, shape["b"] or [])))
     name = c["a"] if c["a"] == c["b"] else "{} ↔ {}".format(c["a"], c["b"])
     return "{} ({}): {}{}".format(name, c["op"], c["what"], extra)
 

@@ -53,7 +53,7 @@ class DiffReport:
         return {x: y for x, y in self.renamed.items() if x in b_names}
 
     def to_dict(self):
-        from pipeline.diff.report import by_scope
+        from pipeline.graph.diff.report import by_scope
 
         return {
             "a": self.a, "b": self.b, "nodes": self.nodes,
@@ -93,7 +93,7 @@ def _load_pair(a_path, b_path, signature):
     import os
     from pathlib import Path
 
-    from pipeline.diff.structure import DiffGraph, prepare
+    from pipeline.graph.diff.structure import DiffGraph, prepare
 
     big = all(Path(p).is_file() and os.path.getsize(p) >= PARALLEL_BYTES for p in (a_path, b_path))
     if not big or "fork" not in multiprocessing.get_all_start_methods():
@@ -122,7 +122,7 @@ def _load_pair(a_path, b_path, signature):
 
 
 def _load_in_child(path, signature, send):
-    from pipeline.diff.structure import prepare
+    from pipeline.graph.diff.structure import prepare
 
     try:
         send.send(prepare(_load(path, signature)).compact())
@@ -138,7 +138,7 @@ def _load(path, signature):
     """A DiffGraph: straight from the GraphDef for a frozen graph, through the reader otherwise."""
     from pathlib import Path
 
-    from pipeline.diff.structure import from_graph_def, from_view
+    from pipeline.graph.diff.structure import from_graph_def, from_view
     from pipeline.graph.readers import read_model
 
     path = Path(path)
@@ -169,10 +169,10 @@ def _io_outputs(path):
 
 
 def diff_graphs(a, b):
-    """Diff two DiffGraphs (pipeline.diff.structure) or two graph views."""
-    from pipeline.diff.match import Matcher
-    from pipeline.diff.report import differences, value_change
-    from pipeline.diff.structure import DiffGraph, from_view, prepare
+    """Diff two DiffGraphs (pipeline.graph.diff.structure) or two graph views."""
+    from pipeline.graph.diff.match import Matcher
+    from pipeline.graph.diff.report import differences, value_change
+    from pipeline.graph.diff.structure import DiffGraph, from_view, prepare
 
     a = a if isinstance(a, DiffGraph) else from_view(a)
     b = b if isinstance(b, DiffGraph) else from_view(b)
@@ -227,11 +227,11 @@ def _pair_passthrough(a, b, match):
 
 
 def _const_shapes(change):
-    from pipeline.diff.report import _dims, _flat
+    from pipeline.graph.diff.report import dims_text, flat_text
 
     if "values" in change:  # a small constant (a reshape's target shape): its values say more
-        return _flat(change["values"]["a"]), _flat(change["values"]["b"])
-    return _dims(change["shape"]["a"]), _dims(change["shape"]["b"])
+        return flat_text(change["values"]["a"]), flat_text(change["values"]["b"])
+    return dims_text(change["shape"]["a"]), dims_text(change["shape"]["b"])
 
 
 def _shapes(a, b, i, j):
@@ -240,6 +240,6 @@ def _shapes(a, b, i, j):
 
 
 def format_text(report, limit=20):
-    from pipeline.diff.report import format_text as text
+    from pipeline.graph.diff.report import format_text as text
 
     return text(report, limit)

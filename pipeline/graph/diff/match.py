@@ -1,4 +1,4 @@
-"""Matching the nodes of two graphs by structure (see pipeline.diff for the order of the rules).
+"""Matching the nodes of two graphs by structure (see pipeline.graph.diff for the order of the rules).
 
 Every tie between structurally equal nodes is broken by structure first (their consumers, then
 the values of the constants they read) and by names people chose; TensorFlow's creation-order
@@ -208,7 +208,7 @@ class Matcher:
 
 
 def _reliable(g):
-    from pipeline.diff.structure import reliable_names
+    from pipeline.graph.diff.structure import reliable_names
 
     return reliable_names(g.names)
 

@@ -1,0 +1,41 @@
+"""Questions about a graph view that check and rewrite both ask.
+
+    constant_subgraph(graph)     # nodes computed from constants only (folded before conversion)
+    input_dtype(graph, tensor)   # a graph input's dtype name
+"""
+
+# Random ops: never folded, whatever feeds them (check's patterns name them as stochastic).
+RANDOM = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform")
+
+
+def constant_subgraph(graph, frozen=()):
+    """Nodes computed from constants only (not Const itself): tf2onnx and TF-TRT fold them away
+    before conversion, so their ops never reach the parser (e.g. Rsqrt of a batch norm's variance).
+    ``frozen``: variable nodes that freezing will turn into constants."""
+    from pipeline.targets.families import family_of
+
+    const = {n.name for n in graph.nodes.values() if n.op == "Const"} | set(frozen)
+    folded = set()
+    work = list(const)
+    while work:  # from the constants forward: only their consumers are ever looked at
+        name = work.pop()
+        for node in graph.consumers(name):
+            if node.name in const or node.op in RANDOM:
+                continue
+            fam = family_of(node.op)
+            if fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"):
+                continue
+            if all(graph.producer_name(i) in const for i in node.inputs):
+                const.add(node.name)
+                folded.add(node.name)
+                work.append(node.name)
+    return folded
+
+
+def input_dtype(graph, tensor):
+    """A graph input's dtype name (TF: the Placeholder's dtype attr, without typing every tensor)."""
+    if graph.kind == "tensorflow":
+        node = graph.producer(tensor)
+        dtype = node.attrs.get("dtype") if node is not None else None
+        return str(dtype) if dtype else None
+    return graph.tensor_types.get(tensor)
