@@ -228,6 +228,19 @@ def cmd_targets(args):
     return 0
 
 
+def _lazy_help(action, make):
+    """Give ``action`` a help text made only when help is shown (``make`` may import heavy modules)."""
+    action.__class__ = type(type(action).__name__, (type(action),), {"help": property(lambda self: make())})
+    return action
+
+
+def _pass_help():
+    from pipeline.rewrite import KINDS, registry
+
+    return "a pass to apply, in order (repeatable). " + ". ".join(
+        "{}: {}".format(KINDS[kind].split()[0], ", ".join(registry(kind))) for kind in KINDS)
+
+
 def _count(text):
     """argparse type: a whole number of 1 or more."""
     try:
@@ -309,11 +322,7 @@ def build_parser():
     p.add_argument("--target", "-t", required=True, help="the target the graph must convert for")
     p.add_argument("--output", "-o", required=True, help="where to write the rewritten graph (*.pb); "
                    "*.io.json and *.rewrite.json (the receipt) go beside it")
-    p.add_argument("--pass", dest="passes", action="append", metavar="NAME",
-                   help="a pass to apply, in order (repeatable). TensorFlow: strip_dropout, bn_inference, "
-                        "remove_identity, prune, fold_constants, fold_batchnorm, fold_pad, uff_compat, set_input_shape, "
-                        "cut. ONNX: onnx_fold_constants, onnx_remove_identity, retype_uint8_input, lower_opset, "
-                        "replace_nms_with_plugin")
+    _lazy_help(p.add_argument("--pass", dest="passes", action="append", metavar="NAME"), _pass_help)
     p.add_argument("--auto", action="store_true", help="apply every pass deploy check names as a fix, check again, repeat")
     p.add_argument("--checkpoint", help="training checkpoint holding batch norm moving statistics (bn_inference)")
     p.add_argument("--reference", help="an inference-mode frozen graph to compare behaviour-changing passes against")

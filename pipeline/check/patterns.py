@@ -9,11 +9,10 @@ Each match carries its cause, its fix and the rewrite pass that fixes it, where 
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from pipeline.graph.analysis import RANDOM
+from pipeline.graph.analysis import FUSED_BATCH_NORM, RANDOM
 from pipeline.targets.families import Family, families, family_of, tensorflow_ops  # noqa: F401
 
 
-FUSED_BATCH_NORM = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 _DROPOUT_HOPS = 6
 
 

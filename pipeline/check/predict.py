@@ -30,11 +30,11 @@ def blocking_findings(report):
 def predict_rewrite(path, target, report):
     """The dry run's outcome, or None when it does not apply (deployable already, not a frozen
     TensorFlow graph, or a finding no option-free pass fixes)."""
-    from pipeline.rewrite import passes
+    from pipeline.rewrite import registry as pass_registry
 
     if report.deployable or report.model.get("kind") != "tensorflow" or report.model.get("format") not in ("frozen_pb", "pbtxt"):
         return None
-    registry = passes()
+    registry = pass_registry()
     blocking = blocking_findings(report)
     if not blocking or any(f.rewrite not in registry or registry[f.rewrite].needs for f in blocking):
         return None
@@ -44,7 +44,7 @@ def predict_rewrite(path, target, report):
 def _dry_run(path, target, registry):
     from pipeline.check import check_graph
     from pipeline.rewrite.apply import auto_passes, graph_io
-    from pipeline.rewrite.tf_passes import view
+    from pipeline.rewrite.tfgraph import view
     from pipeline.rewrite.tfgraph import TFGraph
 
     graph = TFGraph.load(path)

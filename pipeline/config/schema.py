@@ -118,9 +118,9 @@ class RewriteOptions(_Section):
 
     @model_validator(mode="after")
     def _known_passes(self):
-        from pipeline.rewrite import passes
+        from pipeline.rewrite import registry as pass_registry
 
-        registry = passes()
+        registry = pass_registry()
         for name in list(self.passes) + list(self.options):
             if name not in registry:
                 close = difflib.get_close_matches(name, list(registry), n=1)

@@ -4,6 +4,7 @@
     input_dtype(graph, tensor)   # a graph input's dtype name
 """
 
+FUSED_BATCH_NORM = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 # Random ops: never folded, whatever feeds them (check's patterns name them as stochastic).
 RANDOM = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "StatelessRandomUniformV2", "StatelessRandomUniform")
 

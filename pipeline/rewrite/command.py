@@ -24,7 +24,7 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
     """Returns (TFGraph, io, receipt dict). ``reference``: path of an inference-mode frozen graph."""
     from pipeline.check import check_graph
     from pipeline.rewrite.apply import apply_passes, graph_io, rewrite_auto
-    from pipeline.rewrite.tf_passes import view
+    from pipeline.rewrite.tfgraph import view
     from pipeline.rewrite.tfgraph import TFGraph
 
     if str(model).endswith(".onnx"):
@@ -113,13 +113,14 @@ def exit_code(report):
 
 
 def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, samples=4, tolerance=1e-4, progress=None):
-    """ONNX passes (pipeline.rewrite.onnx_passes) in order, each compared with ONNX Runtime unless it
-    changes behaviour by design. Returns (ModelProto, receipt dict, CheckReport after)."""
+    """ONNX passes (pipeline.rewrite.passes.onnx) in order through the pass runner, each compared with ONNX
+    Runtime unless it changes behaviour by design. Returns (ModelProto, receipt dict, CheckReport after)."""
     import onnx
 
     from pipeline.check import check_graph
     from pipeline.graph.readers import read_model
-    from pipeline.rewrite.onnx_passes import CHANGES_BEHAVIOUR, ONNX_PASSES
+    from pipeline.rewrite import order
+    from pipeline.rewrite.engine import ONNXSubject, check_names, run_passes
 
     options = dict(options or {})
     options.setdefault("lower_opset", {}).setdefault("opset", target.max_opset)
@@ -127,30 +128,12 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
     names = list(pass_names)
     if auto:
         findings = before.findings + [f for r in before.routes for f in r.findings + r.accepted_but_wrong]
-        names += [n for n in ONNX_PASSES if n not in names and any(f.rewrite == n for f in findings)]
-    for name in names:
-        if name not in ONNX_PASSES:
-            raise DeployError("unknown ONNX rewrite pass {!r} (ONNX passes: {})".format(name, ", ".join(ONNX_PASSES)))
+        names += [n for n in order("onnx") if n not in names and any(f.rewrite == n for f in findings)]
+    check_names(names, "onnx")
     model = _load_onnx(model_path)
-    feed = _onnx_feed(model, samples)
-    receipt = []
-    for name in names:
-        old = model
-        model, sites = ONNX_PASSES[name](model, dict(options.get(name) or {}))
-        entry = {"pass": name, "sites": list(sites), "changes_behaviour": name in CHANGES_BEHAVIOUR}
-        if sites and name not in CHANGES_BEHAVIOUR:
-            diff = _onnx_diff(old, model, feed)
-            entry["comparison"] = {"against": "the model before the pass", "max_abs_diff": diff,
-                                   "tolerance": tolerance, "passed": diff <= tolerance}
-            if diff > tolerance:
-                from pipeline.errors import StageFailed
-
-                raise StageFailed("rewrite pass {} changed the outputs: max abs diff {:.3g} (> tolerance {:g})".format(
-                    name, diff, tolerance))
-        receipt.append(entry)
-        if progress is not None:
-            progress.log("  {:<24} {} site(s){}".format(name, len(sites), "; max diff {:.2g}".format(
-                entry["comparison"]["max_abs_diff"]) if "comparison" in entry else ""))
+    subject = ONNXSubject(model, _onnx_feed(model, samples))
+    receipt = run_passes(subject, names, options, tolerance, progress=progress)
+    model = subject.model
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".onnx") as tmp:
@@ -177,15 +160,3 @@ def _onnx_feed(model, count):
         dtype = onnx_dtype_name(value.type.tensor_type.elem_type)
         feed[value.name] = rng.uniform(0, 255, dims).astype(dtype if dtype != "uint8" else "uint8")
     return feed
-
-
-def _onnx_diff(old, new, feed):
-    from pipeline.backends.onnxruntime import from_model
-    from pipeline.numeric import max_abs_diff
-
-    def run(model, what):
-        session = from_model(model, what)
-        names = {name for name, _, _ in session.inputs}
-        return session.run({k: v for k, v in feed.items() if k in names})
-
-    return max_abs_diff(run(old, "the model before the pass"), run(new, "the model after the pass"))

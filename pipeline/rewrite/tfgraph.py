@@ -200,3 +200,10 @@ class TFGraph:
         clone = proto.GraphDef()
         clone.CopyFrom(self.graph_def)
         return TFGraph(clone)
+
+
+def view(graph):
+    """The TFGraph as a graph view (pipeline.graph.view), for check's recognisers and analyses."""
+    from pipeline.graph.tf_reader import frozen_view
+
+    return frozen_view(graph.graph_def, "<rewrite>", "frozen_pb")

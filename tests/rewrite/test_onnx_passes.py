@@ -8,10 +8,8 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from pipeline.errors import DeployError
-from pipeline.rewrite.onnx_passes import (
-    CHANGES_BEHAVIOUR,
-    ONNX_PASS_DOCS,
-    ONNX_PASSES,
+from pipeline.rewrite import registry
+from pipeline.rewrite.passes.onnx import (
     lower_opset,
     onnx_fold_constants,
     onnx_remove_identity,
@@ -71,12 +69,13 @@ def ops(model):
 
 
 def test_registry_names_every_pass_with_a_one_line_doc():
-    assert set(ONNX_PASSES) == {"onnx_fold_constants", "retype_uint8_input", "lower_opset",
-                                "replace_nms_with_plugin", "onnx_remove_identity"}
-    for name, func in ONNX_PASSES.items():
-        assert func.__name__ == name
-        assert ONNX_PASS_DOCS[name] and "\n" not in ONNX_PASS_DOCS[name]
-    assert set(CHANGES_BEHAVIOUR) <= set(ONNX_PASSES)
+    passes = registry("onnx")
+    assert list(passes) == ["onnx_fold_constants", "retype_uint8_input", "lower_opset",
+                            "replace_nms_with_plugin", "onnx_remove_identity"]
+    for name, p in passes.items():
+        assert p.func.__name__ == name and p.kind == "onnx"
+        assert p.doc and "\n" not in p.doc
+    assert [n for n, p in passes.items() if p.changes_behaviour] == ["retype_uint8_input", "replace_nms_with_plugin"]
 
 
 # ------------------------------------------------------------------------------ onnx_fold_constants

@@ -77,7 +77,7 @@ def test_strip_dropout_near_miss_noise_injection_is_left_alone(tmp_path):
     # random noise added to the activation is not dropout (no Floor / GreaterEqual mask)
     path = freeze(lambda t, x: conv(t, x) + t.random.uniform(t.shape(conv(t, x, "c2"))), tmp_path / "noise.pb")
     before = path.read_bytes()
-    from pipeline.rewrite.tf_passes import strip_dropout
+    from pipeline.rewrite.passes.training_mode import strip_dropout
     from pipeline.rewrite.tfgraph import TFGraph
 
     graph = TFGraph.load(path)
@@ -171,7 +171,7 @@ def test_set_input_shape_and_cut(tmp_path):
     graph, receipt = run_passes(freeze(lambda t, x: t.nn.relu(conv(t, x)), tmp_path / "s.pb"), ["set_input_shape"],
                                 {"set_input_shape": {"shape": [None, 8, 8, 3]}})
     assert receipt[0]["sites"] == ["input"] and graph.attr(graph.node("input"), "shape") == [None, 8, 8, 3]
-    from pipeline.rewrite.tf_passes import cut
+    from pipeline.rewrite.passes.shapes import cut
     from pipeline.rewrite.tfgraph import TFGraph
 
     graph = TFGraph.load(tmp_path / "s.pb")

@@ -1,4 +1,4 @@
-"""Rewrite passes on ONNX models. Each is ``pass_name(model, options) -> (model, sites)``.
+"""Rewrite passes on ONNX models (``kind="onnx"``). Each is ``pass_name(model, options) -> (model, sites)``.
 
 ``model`` is an ``onnx.ModelProto``; ``options`` a dict (a pass reads only its own keys).
 ``sites`` names the nodes or tensors the pass changed; ``[]`` means nothing to do, and then the
@@ -12,7 +12,8 @@ that read a renamed or retyped outer tensor are kept consistent.
 """
 
 from pipeline.errors import DeployError
-from pipeline.rewrite.onnx_opset import _label, lower_opset
+from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.passes.onnx_opset import lower_opset, node_label
 
 TRT_PLUGIN_DOMAIN = "trt.plugins"  # onnx.checker skips unknown domains; TensorRT's parser matches op_type only
 NMS_OUTPUTS = ("num_detections", "detection_boxes", "detection_scores", "detection_classes")
@@ -20,6 +21,7 @@ NMS_OUTPUTS = ("num_detections", "detection_boxes", "detection_scores", "detecti
 # ------------------------------------------------------------------------------ passes
 
 
+@rewrite_pass("onnx_fold_constants", kind="onnx", accepts=("size_threshold",))
 def onnx_fold_constants(model, options):
     """Fold what constants alone compute (graphsurgeon fold_constants, static shapes too); sites = nodes removed.
 
@@ -42,12 +44,13 @@ def onnx_fold_constants(model, options):
                          should_exclude_node=lambda node: any(t in graph.outputs for t in node.outputs))
     graph.cleanup().toposort()
     kept = {id(node) for node in graph.nodes}
-    sites = [_label(node) for node in before if id(node) not in kept]
+    sites = [node_label(node) for node in before if id(node) not in kept]
     if not sites:
         return model, []
     return _export(graph, model), sites
 
 
+@rewrite_pass("retype_uint8_input", kind="onnx", changes_behaviour=True)
 def retype_uint8_input(model, options):
     """A UINT8 graph input becomes FLOAT (same name, shape); its Cast(to=FLOAT) goes; uint8 only where a use needs it.
 
@@ -85,7 +88,7 @@ def retype_uint8_input(model, options):
         for node in list(inp.outputs):
             if node.op == "Cast" and node.attrs.get("to") == T.FLOAT:
                 if node.outputs[0].name not in returned:
-                    sites.append(_label(node))
+                    sites.append(node_label(node))
                     _bypass(node.outputs[0], inp)
                     node.outputs.clear()
                 continue
@@ -100,6 +103,12 @@ def retype_uint8_input(model, options):
     return _export(graph, model), sites
 
 
+rewrite_pass("lower_opset", kind="onnx", accepts=("opset",))(lower_opset)  # in its place in the order
+
+
+@rewrite_pass("replace_nms_with_plugin", kind="onnx", changes_behaviour=True,
+              accepts=("iou_threshold", "max_output_boxes", "score_threshold", "background_class", "box_coding",
+                       "score_activation"))
 def replace_nms_with_plugin(model, options):
     """NonMaxSuppression becomes TensorRT's EfficientNMS_TRT plugin; CHANGES THE GRAPH'S OUTPUTS (caller must accept).
 
@@ -129,9 +138,9 @@ def replace_nms_with_plugin(model, options):
     found = [n for n in graph.nodes if n.op == "NonMaxSuppression"]
     if len(found) > 1:
         raise DeployError("replace_nms_with_plugin: {} NonMaxSuppression nodes ({}); the pass replaces one".format(
-            len(found), ", ".join(_label(n) for n in found[:3])))
+            len(found), ", ".join(node_label(n) for n in found[:3])))
     nms = found[0]
-    site = _label(nms)
+    site = node_label(nms)
     where = "replace_nms_with_plugin: NonMaxSuppression {}".format(site)
     try:
         attrs = {
@@ -173,6 +182,7 @@ def replace_nms_with_plugin(model, options):
     return out, [site]
 
 
+@rewrite_pass("onnx_remove_identity", kind="onnx")
 def onnx_remove_identity(model, options):
     """Remove Identity and inference-mode Dropout nodes, keeping graph output names; sites = nodes removed.
 
@@ -200,13 +210,13 @@ def onnx_remove_identity(model, options):
             if not producer_ok:
                 continue
             producer = src.inputs[0]
-            sites.append(_label(node))
+            sites.append(node_label(node))
             node.outputs.clear()
             node.inputs.clear()
             _bypass(src, dst)
             producer.outputs[producer.outputs.index(src)] = dst
         else:
-            sites.append(_label(node))
+            sites.append(node_label(node))
             _bypass(dst, src)
             node.outputs.clear()
             node.inputs.clear()
@@ -215,19 +225,6 @@ def onnx_remove_identity(model, options):
     return _export(graph, model), sites
 
 
-ONNX_PASSES = {
-    "onnx_fold_constants": onnx_fold_constants,
-    "retype_uint8_input": retype_uint8_input,
-    "lower_opset": lower_opset,
-    "replace_nms_with_plugin": replace_nms_with_plugin,
-    "onnx_remove_identity": onnx_remove_identity,
-}
-# One line per pass (the first line of its docstring), for --help and receipts.
-ONNX_PASS_DOCS = {name: func.__doc__.strip().splitlines()[0] for name, func in ONNX_PASSES.items()}
-# Passes whose result cannot be compared with the model before them on the same inputs:
-# retype_uint8_input takes float instead of uint8 (compare on the same pixel values);
-# replace_nms_with_plugin has new outputs and runs only in TensorRT.
-CHANGES_BEHAVIOUR = ("retype_uint8_input", "replace_nms_with_plugin")
 
 
 # ------------------------------------------------------------------------------ helpers

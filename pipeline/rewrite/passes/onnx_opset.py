@@ -1,6 +1,6 @@
 """lower_opset: ONNX models down to the opset a target's TensorRT parses (see lower_opset's docstring).
 
-Split from onnx_passes for size; the pass is registered there with the others.
+Split from ``passes/onnx.py`` for size; the pass is registered there, in its place among the others.
 """
 
 from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError
@@ -57,12 +57,12 @@ def lower_opset(model, options):
         raise DeployError("lower_opset: {} left newer than opset {} (nodes: {}); re-export the model at opset {}"
                           .format(", ".join(sorted(left)), target, _first(left), target), code=EXIT_NOT_DEPLOYABLE)
     _lower_ir_and_check(out, target)
-    sites = [_label(n) for n in model.graph.node
+    sites = [node_label(n) for n in model.graph.node
              if n.domain in ("", "ai.onnx") and _since(n.op_type, source) != _since(n.op_type, target)]
     return out, sites or [model.graph.name or "graph"]
 
 
-def _label(node):
+def node_label(node):
     """A node's name, or op(first output) when it has none: what sites and messages show."""
     name = node.name
     op = getattr(node, "op", None) or getattr(node, "op_type", "")
@@ -165,7 +165,7 @@ def _ops_missing_at(model, opset):
     missing = {}
     for node in _default_nodes(model):
         if _since(node.op_type, opset) is None:
-            missing.setdefault(node.op_type, []).append(_label(node))
+            missing.setdefault(node.op_type, []).append(node_label(node))
     return missing
 
 
@@ -174,7 +174,7 @@ def _ops_changed_at(model, version):
     changed = {}
     for node in _default_nodes(model):
         if _since(node.op_type, version) == version:
-            changed.setdefault(node.op_type, []).append(_label(node))
+            changed.setdefault(node.op_type, []).append(node_label(node))
     return changed
 
 

@@ -1,0 +1,180 @@
+"""The pass runner, one for both kinds of pass: apply in order, count ops, check the numbers, receipt.
+
+    subject = TFSubject(graph, io, samples)          # a TFGraph, run with the TensorFlow backend
+    subject = ONNXSubject(model, feed)               # an onnx.ModelProto, run with ONNX Runtime
+    receipt = run_passes(subject, ["fold_constants", ...], options, tolerance=1e-4)
+
+A subject is the small per-format adapter: ``kind`` ("tf" | "onnx"), ``apply(pass, options)`` ->
+sites (and the clean-up after it: a TF graph is pruned to its outputs), ``op_counts()`` and
+``run(batch=None)`` -> outputs on the fixed sample inputs.
+
+After each pass that changed something the outputs are compared on those inputs:
+- a pass that keeps behaviour (remove_identity, lower_opset, ...) against the model before it;
+- passes meant to change behaviour (strip_dropout, bn_inference), together after the last of them,
+  against the inference-mode reference when there is one, else against the properties they
+  promise: two runs give the same outputs, and a sample's output alone equals its output inside a
+  batch. An ONNX pass that changes behaviour (a new input type, a TensorRT plugin ONNX Runtime
+  cannot run) is not compared (``subject.compares_changes`` is False).
+A pass that fails its comparison fails the rewrite (StageFailed); nothing is written.
+"""
+
+import difflib
+from collections import Counter
+
+from pipeline.errors import DeployError, StageFailed
+from pipeline.numeric import max_abs_diff
+from pipeline.rewrite import KINDS, registry
+
+
+class TFSubject:
+    """A TFGraph (changed in place) run with the TensorFlow backend on fixed sample inputs."""
+
+    kind = "tf"
+    compares_changes = True
+
+    def __init__(self, graph, io, samples):
+        self.graph, self.io, self.samples = graph, io, samples
+        self.input = io["inputs"][0]["name"]
+        self.outputs = [o["name"] for o in io["outputs"]]
+
+    def apply(self, p, options):
+        sites = p.func(self.graph, dict(options, _outputs=self.outputs)) or []
+        self.graph.prune(self.outputs)
+        present = self.graph.nodes
+        self.io["inputs"] = [i for i in self.io["inputs"] if i["name"] in present]
+        return sites
+
+    def op_counts(self):
+        return self.graph.op_counts()
+
+    def run(self, batch=None, graph=None):
+        from pipeline.backends.tensorflow import TensorFlowSession
+        from pipeline.tf import import_tf
+
+        tf = import_tf()
+        graph_def = tf.compat.v1.GraphDef.FromString((graph or self.graph).serialize())
+        present = {n.name for n in graph_def.node}
+        io = {key: [t for t in self.io[key] if t["name"] in present] for key in ("inputs", "outputs")}
+        session = None
+        try:
+            session = TensorFlowSession(graph_def, io, source="the rewritten graph")
+            return session.run({self.input: self.samples if batch is None else batch})
+        except (tf.errors.OpError, ValueError) as e:
+            message = getattr(e, "message", None) or str(e)
+            raise StageFailed("the rewritten graph does not run in TensorFlow: {}".format(message.splitlines()[0]))
+        finally:
+            if session is not None:
+                session.close()
+
+
+class ONNXSubject:
+    """An onnx.ModelProto (replaced by each pass) run with ONNX Runtime on a fixed feed."""
+
+    kind = "onnx"
+    compares_changes = False
+
+    def __init__(self, model, feed):
+        self.model, self.feed, self.samples = model, feed, None
+
+    def apply(self, p, options):
+        self.model, sites = p.func(self.model, options)
+        return sites
+
+    def op_counts(self):
+        return dict(Counter(n.op_type for n in self.model.graph.node))
+
+    def run(self, batch=None):
+        from pipeline.backends.onnxruntime import from_model
+
+        session = from_model(self.model, "the rewritten model")
+        names = {name for name, _, _ in session.inputs}
+        return session.run({k: v for k, v in self.feed.items() if k in names})
+
+
+def check_names(names, kind):
+    """DeployError for a name that is not a registered pass of ``kind`` (with a did-you-mean)."""
+    known, every = registry(kind), registry(None)
+    for name in names:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, list(known), n=1)
+        other = every.get(name)
+        hint = ("; {} is a pass for {}".format(name, KINDS[other.kind]) if other is not None
+                else "; did you mean {!r}?".format(close[0]) if close else "")
+        raise DeployError("unknown {}rewrite pass {!r}{} ({}passes: {})".format(
+            "ONNX " if kind == "onnx" else "", name, hint, "ONNX " if kind == "onnx" else "", ", ".join(sorted(known))))
+
+
+def run_passes(subject, names, options, tolerance=1e-4, reference_outputs=None, progress=None):
+    """Apply the passes ``names`` in order to the subject; return the receipt (one entry per pass)."""
+    check_names(names, subject.kind)
+    passes = registry(subject.kind)
+    receipt = []
+    # behaviour-changing passes are judged together, after the last of them: halfway (dropout
+    # gone, batch norm still in training mode) the graph matches neither the old nor the reference
+    last_changing = max([i for i, n in enumerate(names) if passes[n].changes_behaviour], default=-1)
+    for index, name in enumerate(names):
+        p = passes[name]
+        opts = dict(options.get(name) or {})
+        missing = [k for k in p.needs if k not in opts]
+        if missing:
+            raise DeployError("rewrite pass {} needs option {} (stages.rewrite.options.{}.{})".format(
+                name, missing[0], name, missing[0]))
+        before_counts = subject.op_counts()
+        before = None if p.changes_behaviour else subject.run()
+        sites = subject.apply(p, opts)
+        delta = _delta(before_counts, subject.op_counts())
+        entry = {"pass": name, "sites": list(sites), "ops": delta, "changes_behaviour": p.changes_behaviour}
+        if (sites or delta) and p.changes_behaviour and not subject.compares_changes:
+            pass  # not comparable by design (see the module doc)
+        elif (sites or delta) and p.changes_behaviour and index < last_changing:
+            entry["comparison"] = {"against": "deferred to {}, the last behaviour-changing pass".format(names[last_changing])}
+        elif sites or delta:
+            entry["comparison"] = _compare(name, p, subject, before, reference_outputs, tolerance)
+        receipt.append(entry)
+        if progress is not None:
+            progress.log("  {:<24} {} site(s); {}; {}".format(name, len(sites), format_delta(delta),
+                                                             _comparison_text(entry.get("comparison"))))
+    return receipt
+
+
+def _delta(before, after):
+    keys = sorted(set(before) | set(after))
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys if after.get(k, 0) != before.get(k, 0)}
+
+
+def format_delta(delta):
+    return ", ".join("{} {:+d}".format(op, n) for op, n in sorted(delta.items(), key=lambda kv: (kv[1], kv[0]))) or "no op change"
+
+
+def _compare(name, p, subject, before, ref_outputs, tolerance):
+    after = subject.run()
+    if not p.changes_behaviour:
+        diff = max_abs_diff(before, after)
+        result = {"against": "the {} before the pass".format("graph" if subject.kind == "tf" else "model"),
+                  "max_abs_diff": diff, "tolerance": tolerance}
+    elif ref_outputs is not None:
+        diff = max_abs_diff(ref_outputs, after)
+        result = {"against": "the inference-mode reference", "max_abs_diff": diff, "tolerance": tolerance}
+    else:
+        import numpy as np
+
+        again = subject.run()
+        alone = [subject.run(batch=subject.samples[i:i + 1]) for i in range(len(subject.samples))]
+        stacked = [np.concatenate([a[k] for a in alone]) for k in range(len(after))]
+        diff = max(max_abs_diff(after, again), max_abs_diff(after, stacked))
+        result = {"against": "determinism and batch independence (no reference given)", "max_abs_diff": diff,
+                  "tolerance": tolerance}
+    result["passed"] = diff <= tolerance
+    if not result["passed"]:
+        raise StageFailed("rewrite pass {} changed the outputs: max abs diff {:.3g} against {} (> tolerance {:g})".format(
+            name, diff, result["against"], tolerance))
+    return result
+
+
+def _comparison_text(comparison):
+    if not comparison:
+        return "nothing to compare"
+    if "max_abs_diff" not in comparison:
+        return "compared " + comparison["against"]
+    return "max diff {:.2g} vs {}".format(comparison["max_abs_diff"], comparison["against"])

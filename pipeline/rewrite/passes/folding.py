@@ -1,0 +1,138 @@
+"""Folding that keeps behaviour: constant subgraphs evaluated once, batch norm into its convolution, Pad into it, no-op casts."""
+
+from pipeline.graph.analysis import FUSED_BATCH_NORM
+from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.tfgraph import split_tensor, view
+
+
+@rewrite_pass("fold_constants", runs_graph=True)
+def fold_constants(graph, options):
+    """Subgraphs computed from constants only are evaluated once (TensorFlow) and become Const nodes."""
+    from pipeline.graph.analysis import constant_subgraph
+
+    folded = constant_subgraph(view(graph))
+    if not folded:
+        return []
+    # evaluate only the frontier: folded nodes something non-folded reads (or an output)
+    outputs = set(options.get("_outputs", ()))
+    frontier = sorted(n for n in folded if n in outputs or any(c.name not in folded for c in graph.consumers(n)))
+    import numpy as np
+
+    values = _evaluate(graph, frontier)
+    for name, value in zip(frontier, values):
+        value = np.asarray(value)
+        if str(value.dtype) in ("float32", "float64", "int32", "int64", "float16", "uint8", "bool"):
+            graph.set_const(graph.node(name), value)
+    return sorted(folded)
+
+
+def _evaluate(graph, names):
+    from pipeline.tf import import_tf
+    from pipeline.tf.screen import screen_graph
+
+    screen_graph(graph.graph_def, "the graph", outputs=names)
+    tf = import_tf()
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        tf.graph_util.import_graph_def(tf.compat.v1.GraphDef.FromString(graph.serialize()), name="")
+    with tf.compat.v1.Session(graph=tf_graph) as sess:
+        return sess.run([tf_graph.get_tensor_by_name(n + ":0") for n in names])
+
+
+_CONV_OPS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
+
+
+@rewrite_pass("fold_batchnorm")
+def fold_batchnorm(graph, options):
+    """Inference batch norm folded into the Conv2D / DepthwiseConv2dNative / MatMul before it: fused
+    (FusedBatchNorm*, is_training=false) or decomposed (Mul by a constant, then Add of a constant)."""
+    import numpy as np
+
+    sites = []
+    for node in list(graph.graph_def.node):
+        if node.name not in graph.nodes:
+            continue
+        conv = graph.producer(node.input[0]) if node.input else None
+        if conv is None or conv.op not in _CONV_OPS or len(graph.consumers(conv.name)) != 1:
+            continue
+        weights = graph.const_value(graph.producer(conv.input[1]))
+        if weights is None or weights.dtype != np.float32:
+            continue
+        if node.op in FUSED_BATCH_NORM and graph.attr(node, "is_training") is not True:
+            values = [graph.const_value(graph.producer(t)) for t in node.input[1:5]]
+            if any(v is None or not v.size for v in values) or graph.attr(node, "data_format", "NHWC") != "NHWC":
+                continue
+            gamma, beta, mean, var = values
+            scale = gamma / np.sqrt(var + graph.attr(node, "epsilon", 1e-3))
+            bias, add = beta - mean * scale, node
+        elif node.op == "Mul" and len(graph.consumers(node.name)) == 1:
+            scale = graph.const_value(graph.producer(node.input[1]))
+            add = graph.consumers(node.name)[0]
+            if scale is None or add.op not in ("Add", "AddV2", "BiasAdd") or split_tensor(add.input[0])[0] != node.name:
+                continue
+            bias = graph.const_value(graph.producer(add.input[1]))
+            if bias is None:
+                continue
+        else:
+            continue
+        channels = weights.shape[-1] if conv.op != "DepthwiseConv2dNative" else weights.shape[2] * weights.shape[3]
+        if np.size(scale) not in (1, channels) or np.size(bias) not in (1, channels):
+            continue
+        scale = np.broadcast_to(np.ravel(scale), (channels,))
+        bias = np.broadcast_to(np.ravel(bias), (channels,))
+        new_w = weights * scale.reshape(weights.shape[2:]) if conv.op == "DepthwiseConv2dNative" else weights * scale
+        kernel = graph.add_const(conv.name + "/folded_kernel", new_w.astype(np.float32))
+        conv.input[1] = kernel.name
+        biases = graph.add_const(add.name + "/folded_bias", bias.astype(np.float32))
+        _to_bias_add(add, split_tensor(conv.name)[0], biases.name)
+        sites.append(add.name)
+    graph.changed()
+    return sites
+
+
+def _to_bias_add(node, value, bias):
+    from pipeline.graph.proto import DataType
+
+    node.op = "BiasAdd"
+    del node.input[:]
+    node.input.extend([value, bias])
+    for key in list(node.attr):
+        del node.attr[key]
+    node.attr["T"].type = DataType["DT_FLOAT"]
+    node.attr["data_format"].s = b"NHWC"
+
+
+@rewrite_pass("fold_pad")
+def fold_pad(graph, options):
+    """A zero Pad of the spatial dims before a VALID Conv2D / DepthwiseConv2dNative becomes the
+    convolution's explicit padding (one op fewer per strided block in MobileNets)."""
+    sites = []
+    for pad in list(graph.graph_def.node):
+        if pad.op != "Pad" or len(graph.consumers(pad.name)) != 1:
+            continue
+        conv = graph.consumers(pad.name)[0]
+        paddings = graph.const_value(graph.producer(pad.input[1]))
+        if conv.op not in ("Conv2D", "DepthwiseConv2dNative") or split_tensor(conv.input[0])[0] != pad.name \
+                or graph.attr(conv, "padding") != "VALID" or graph.attr(conv, "data_format", "NHWC") != "NHWC" \
+                or paddings is None or paddings.shape != (4, 2) or paddings[0].any() or paddings[3].any():
+            continue
+        conv.input[0] = pad.input[0]
+        conv.attr["padding"].s = b"EXPLICIT"
+        explicit = conv.attr["explicit_paddings"].list
+        del explicit.i[:]
+        explicit.i.extend(int(v) for v in paddings.reshape(-1))
+        sites.append(pad.name)
+    graph.changed()
+    return sites
+
+
+@rewrite_pass("drop_noop_cast")
+def drop_noop_cast(graph, options):
+    """Cast nodes whose source and destination types are the same are bypassed (UFF has no Cast)."""
+    outputs = set(options.get("_outputs", ()))
+    sites = []
+    for node in list(graph.graph_def.node):
+        if node.op == "Cast" and node.name not in outputs and node.attr["SrcT"].type == node.attr["DstT"].type:
+            graph.rewire(node.name, node.input[0])
+            sites.append(node.name)
+    return sites
