@@ -3,10 +3,15 @@
 Each stage writes into ``<run dir>/.tmp-<stage>-<pid>/``; when it succeeds the runner hashes the
 outputs, writes ``manifest.json`` and renames the directory to ``<run dir>/<stage>/``. A crash,
 ``kill -9`` or Ctrl-C mid-stage leaves only a ``.tmp-*`` directory, removed by the next run, which
-redoes the stage. A stage is a cache hit when its manifest records the same key: a hash of the
-stage's name and version, its config section, the config sections it uses and its inputs' hashes.
+redoes the stage. A stage is a cache hit when its manifest records the same key (``cache_key``): a
+hash of the stage's name and version, its config section, the config sections it uses, its inputs'
+hashes and the versions of the tools it declares.
+
+    run(config, target, ...)  =  plan(...)      # which stages are selected, forced, skipped (flags checked)
+                              +  execute(plan)  # per step: wait, pending, cached or run, in order
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -15,15 +20,17 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from pipeline import files
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STAGE_FAILED, DeployError
+from pipeline.data.prepare import fingerprint_dataset, prepare_dataset
 from pipeline.lock import RunLock
-from pipeline.stages import StageContext, registry
+from pipeline.stages import StageContext, registry, source_artifacts
 
 MANIFEST = "manifest.json"
-_TOOLS = ("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx", "onnxruntime", "numpy")
+_TOOLS = ("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx", "onnxruntime", "numpy")  # in every manifest
+_DISTRIBUTIONS = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-aarch64")}  # a stage's tool -> packages
 
 
 @dataclass
@@ -47,46 +54,32 @@ class RunReport:
         return max(codes) if codes else EXIT_OK
 
 
-def tool_versions():
-    """Versions of the tools that shape the artifacts (read from package metadata, no imports)."""
+def tool_versions(names=None):
+    """Versions of the tools that shape the artifacts (package metadata, no imports): python and
+    deploy always, then ``names`` (a stage's declared tools; default: every tool deploy uses).
+    A stage's "tensorflow" is whichever of tensorflow, tensorflow-cpu is installed."""
+    return dict(_tool_versions(None if names is None else tuple(names)))
+
+
+@functools.lru_cache(maxsize=None)
+def _tool_versions(names):
     from importlib import metadata
 
     versions = {"python": platform.python_version(), "deploy": _deploy_version()}
-    for name in _TOOLS:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
+    for name in _TOOLS if names is None else names:
+        for dist in _DISTRIBUTIONS.get(name, (name,)) if names is not None else (name,):
+            try:
+                versions[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return tuple(sorted(versions.items()))
 
 
 def _deploy_version():
     from pipeline import __version__
 
     return __version__
-
-
-def external_artifacts(config):
-    """Artifacts given by ``model.source`` (the stages that would make them are skipped)."""
-    source = config.model.source
-    if source is None:
-        return {}
-    path = Path(source)
-    if not path.exists():
-        raise DeployError("model.source: {} not found".format(source))
-    if path.is_dir():
-        if not (path / "saved_model.pb").exists():
-            raise DeployError("model.source: {} is a directory without saved_model.pb; give a SavedModel directory, a .keras/.h5 file or a frozen .pb".format(source))
-        return {"saved_model": path}
-    suffix = path.suffix.lower()
-    if suffix in (".keras", ".h5"):
-        train = getattr(config.stages, "train", None)
-        if train is not None and train.init_from:
-            return {}  # the train stage fine-tunes this model from init_from (pipeline.train.restore.config_model)
-        return {"keras_model": path}
-    if suffix in (".pb", ".pbtxt"):
-        return {"frozen_graph": path}
-    raise DeployError("model.source: {} is not a .keras/.h5 file, a SavedModel directory or a frozen .pb".format(source))
 
 
 def _select(names, from_stage, until, only):
@@ -151,49 +144,29 @@ def _clean_stale(run_dir):
         shutil.rmtree(p, ignore_errors=True)
 
 
-def prepare_dataset(config, progress):
-    """Generate the config's dataset when it is missing and ``dataset.generate`` says how.
+@dataclass
+class Step:
+    """One stage in a run's plan: what the runner decided before anything ran."""
 
-    Several runs may share one generated dataset (the shipped configs all use data/shapes): the
-    first takes a lock beside the folder and generates it; the others wait for the lock, then find
-    the folder there and use it. Temporary folders a killed generation left are removed first."""
-    ds = config.dataset
-    if ds is None or Path(ds.path).exists() or ds.format != "folder":
-        return
-    if ds.generate is None:
-        raise DeployError(
-            "dataset.path: {} not found; point it at an image folder, or set dataset.generate: shapes "
-            "to generate a small synthetic one (deploy data shapes {})".format(ds.path, ds.path)
-        )
-    from pipeline.data.shapes import generate_shapes
-    from pipeline.lock import wait_for_lock
-
-    path = Path(ds.path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise DeployError("dataset.path: cannot create {} ({})".format(path.parent, e.strerror or e))
-    with wait_for_lock(path.parent / ".{}.lock".format(path.name), progress,
-                       "dataset  waiting for another run generating {}".format(path)):
-        for stale in path.parent.glob(".{}.tmp-*".format(path.name)):  # a killed generation's leftovers
-            shutil.rmtree(stale, ignore_errors=True)
-        if path.exists():  # another run made it while we waited
-            return
-        progress.log("dataset  generating '{}' images at {}".format(ds.generate, ds.path))
-        summary = generate_shapes(path, train_per_class=ds.train_per_class, val_per_class=ds.val_per_class, seed=ds.seed)
-    progress.log("dataset  {} classes, {} train / {} val images".format(len(summary["classes"]), summary["train"], summary["val"]))
+    name: str
+    stage: Any  # pipeline.stages.Stage
+    options: Any  # its validated config section
+    skip: Optional[str] = None  # why it does not run at all (after the selected stages, model.source)
+    selected: bool = True  # within --from/--until/--only: may run (else must be cached)
+    forced: bool = False  # --force: run even when cached
 
 
-def _fingerprint_dataset(config):
-    import glob
+@dataclass
+class Plan:
+    """The run decided up front (``plan``); ``execute`` walks it, each step seeing what ran before."""
 
-    from pipeline.data.folder import fingerprint_dataset
-
-    ds = config.dataset
-    if ds is None:
-        return None
-    exists = Path(ds.path).exists() if ds.format == "folder" else bool(glob.glob(ds.path))
-    return fingerprint_dataset(ds.path) if exists else "missing"
+    config: Any
+    target: Any
+    run_dir: Path
+    steps: List[Step]
+    external: Dict[str, Path]  # artifacts model.source gives
+    keep_going: bool = False
+    dataset_fingerprint: Optional[str] = None
 
 
 def run(config, target, force=(), force_all=False, from_stage=None, until=None, only=None, keep_going=False, progress=None):
@@ -201,17 +174,8 @@ def run(config, target, force=(), force_all=False, from_stage=None, until=None, 
     from pipeline.progress import Progress
 
     progress = progress or Progress()
-    stages = registry()
-    names = config.selected_stages()
-    if not names:
-        raise DeployError("{}: stages: lists no stage to run (stages: {})".format(config.path, ", ".join(stages)))
-    for name in force:
-        if name not in names:
-            raise DeployError("--force {}: not a stage of this config (stages: {})".format(name, ", ".join(names)))
-    selected = _select(names, from_stage, until, only)
-    external = external_artifacts(config)
-
-    run_dir = Path(config.run.dir) / config.run.name
+    the_plan = plan(config, target, force, force_all, from_stage, until, only, keep_going)
+    run_dir = the_plan.run_dir
     if run_dir.exists() and not run_dir.is_dir():
         raise DeployError("run.dir/run.name: {} is a file, not a folder; move it or choose another run.name".format(run_dir))
     try:
@@ -221,94 +185,107 @@ def run(config, target, force=(), force_all=False, from_stage=None, until=None, 
             run_dir, e.strerror or e))
     with RunLock(run_dir):
         _clean_stale(run_dir)
-        if any("dataset" in stages[n].uses for n in names if n in selected):
+        if any("dataset" in s.stage.uses for s in the_plan.steps if s.selected and not s.skip):
             prepare_dataset(config, progress)
-        dataset_fp = _fingerprint_dataset(config)
-        return _run_locked(config, target, stages, names, selected, external, run_dir, dataset_fp,
-                           set(force), force_all, keep_going, progress)
+        the_plan.dataset_fingerprint = fingerprint_dataset(config)
+        return execute(the_plan, progress)
 
 
-def _run_locked(config, target, stages, names, selected, external, run_dir, dataset_fp, force, force_all, keep_going, progress):
-    artifacts = {name: (Path(path), files.sha256_path(path)) for name, path in external.items()}
-    unavailable = {}  # artifact -> why it is not there (pending / failed upstream)
-    report = RunReport(run_dir=run_dir, stages=[])
-    tools = tool_versions()
-    stopped = False
+def plan(config, target, force=(), force_all=False, from_stage=None, until=None, only=None, keep_going=False):
+    """The steps of a run: which stages are selected, forced or skipped. Checks the flags; runs nothing."""
+    stages = registry()
+    names = config.selected_stages()
+    if not names:
+        raise DeployError("{}: stages: lists no stage to run (stages: {})".format(config.path, ", ".join(stages)))
+    for name in force:
+        if name not in names:
+            raise DeployError("--force {}: not a stage of this config (stages: {})".format(name, ", ".join(names)))
+    selected = _select(names, from_stage, until, only)
+    external = source_artifacts(config)
     # model.source skips every stage before the first one that reads what it gives
     consumers = [i for i, n in enumerate(names) if set(stages[n].inputs) & set(external)]
     skip_until = consumers[0] if consumers else 0
     last_selected = max(names.index(n) for n in selected)
+    steps = []
     for index, name in enumerate(names):
-        stage = stages[name]
-        options = getattr(config.stages, name)
-        if stopped:
-            report.stages.append(StageResult(name, "not run", message="an earlier stage failed"))
-            continue
-        if index > last_selected:
-            report.stages.append(StageResult(name, "skipped", message="after the selected stages"))
-            continue
-        if index < skip_until:
-            report.stages.append(StageResult(name, "skipped", message="model.source gives the model"))
+        skip = ("after the selected stages" if index > last_selected else
+                "model.source gives the model" if index < skip_until else None)
+        steps.append(Step(name, stages[name], getattr(config.stages, name), skip, name in selected,
+                          name in force or (force_all and name in selected)))  # --force with --from X: X and after
+    return Plan(config, target, Path(config.run.dir) / config.run.name, steps, external, keep_going)
+
+
+def execute(the_plan, progress):
+    """Walk the plan: each step is skipped, waits for a failed or pending input, is pending on this
+    machine, is a cache hit, or runs. Returns the RunReport."""
+    artifacts = {name: (Path(path), files.sha256_path(path)) for name, path in the_plan.external.items()}
+    unavailable = {}  # artifact -> why it is not there (pending / failed upstream)
+    report = RunReport(run_dir=the_plan.run_dir, stages=[])
+    stopped = False
+    for step in the_plan.steps:
+        stage, name = step.stage, step.name
+        if stopped or step.skip:
+            report.stages.append(StageResult(name, "not run", message="an earlier stage failed") if stopped
+                                 else StageResult(name, "skipped", message=step.skip))
             continue
         missing = [a for a in stage.inputs if a not in artifacts and a in unavailable]
         if missing:
             why = unavailable[missing[0]]
-            for out in stage.outputs:
-                unavailable[out] = why
-            status = "pending" if why.startswith("pending") else "not run"
-            report.stages.append(StageResult(name, status, message="waits for {} ({})".format(stage.inputs[missing[0]], why)))
+            unavailable.update(dict.fromkeys(stage.outputs, why))
+            report.stages.append(StageResult(name, "pending" if why.startswith("pending") else "not run",
+                                             message="waits for {} ({})".format(stage.inputs[missing[0]], why)))
             continue
         inputs = {a: artifacts[a][0] for a in stage.inputs if a in artifacts}
-        input_hashes = {a: artifacts[a][1] for a in stage.inputs if a in artifacts}
-        key_data = {
-            "stage": name,
-            "version": stage.version,
-            "options": options.model_dump(mode="json"),
-            "uses": {u: _section(config, target, u) for u in stage.uses},
-            "dataset": dataset_fp if "dataset" in stage.uses else None,
-            "inputs": input_hashes,
-        }
-        key = hashlib.sha256(json.dumps(key_data, sort_keys=True).encode()).hexdigest()
-        stage_dir = run_dir / name
-        ctx = StageContext(name=name, out_dir=stage_dir, inputs=inputs, options=options, config=config,
-                           target=target, progress=progress, run_dir=run_dir)
-        if stage.pending_reason is not None:
-            reason = stage.pending_reason(ctx)
-            if reason:
-                for out in stage.outputs:
-                    unavailable[out] = "pending: " + reason
-                report.stages.append(StageResult(name, "pending", message=reason))
-                progress.log("{:<9} pending: {}".format(name, reason))
-                progress.event("stage", stage=name, status="pending", message=reason)
-                continue
-        forced = name in force or (force_all and name in selected)  # --force with --from X: X and after
-        manifest = None if forced else _cache_hit(stage, stage_dir, key, progress)
+        key, key_data = cache_key(the_plan, step, {a: artifacts[a][1] for a in stage.inputs if a in artifacts})
+        stage_dir = the_plan.run_dir / name
+        ctx = StageContext(name=name, out_dir=stage_dir, inputs=inputs, options=step.options, config=the_plan.config,
+                           target=the_plan.target, progress=progress, run_dir=the_plan.run_dir)
+        reason = stage.pending_reason(ctx) if stage.pending_reason is not None else None
+        if reason:
+            unavailable.update(dict.fromkeys(stage.outputs, "pending: " + reason))
+            report.stages.append(StageResult(name, "pending", message=reason))
+            progress.log("{:<9} pending: {}".format(name, reason))
+            progress.event("stage", stage=name, status="pending", message=reason)
+            continue
+        manifest = None if step.forced else _cache_hit(stage, stage_dir, key, progress)
         if manifest is not None:
-            for out, entry in manifest["outputs"].items():
-                artifacts[out] = (stage_dir / entry["path"], entry["sha256"])
             result = StageResult(name, "cached", results=manifest.get("results", {}))
-            report.stages.append(result)
             progress.log("{:<9} cached  {}".format(name, _headline(result)))
             progress.event("stage", stage=name, status="cached", results=result.results)
-            continue
-        if name not in selected:
+        elif not step.selected:
             raise DeployError(
                 "stage '{}' has no up-to-date result in {} (its config or inputs changed); "
                 "run it first, e.g. without --from/--only".format(name, stage_dir)
             )
-        result = _run_stage(stage, ctx, key, key_data, tools, progress)
+        else:
+            result = _run_stage(stage, ctx, key, key_data, progress)
+            manifest = _read_manifest(stage_dir) if result.status == "ok" else None
+            result.status = "ran" if result.status == "ok" else result.status
         report.stages.append(result)
-        if result.status == "ok":
-            result.status = "ran"
-            manifest = _read_manifest(stage_dir)
+        if manifest is not None:
             for out, entry in manifest["outputs"].items():
                 artifacts[out] = (stage_dir / entry["path"], entry["sha256"])
         else:
-            for out in stage.outputs:
-                unavailable[out] = "{} failed".format(name)
-            if not keep_going:
-                stopped = True
+            unavailable.update(dict.fromkeys(stage.outputs, "{} failed".format(name)))
+            stopped = not the_plan.keep_going
     return report
+
+
+def cache_key(the_plan, step, input_hashes):
+    """(key, what it hashes): the stage's name and version, its config section, the sections it
+    uses, the dataset's fingerprint if it reads the dataset, its inputs' hashes and the versions of
+    the tools it declares (so upgrading tf2onnx redoes convert, and nothing before it)."""
+    stage, config = step.stage, the_plan.config
+    key_data = {
+        "stage": step.name,
+        "version": stage.version,
+        "options": step.options.model_dump(mode="json"),
+        "uses": {u: _section(config, the_plan.target, u) for u in stage.uses},
+        "dataset": the_plan.dataset_fingerprint if "dataset" in stage.uses else None,
+        "inputs": input_hashes,
+        "tools": tool_versions(stage.tools),
+    }
+    return hashlib.sha256(json.dumps(key_data, sort_keys=True).encode()).hexdigest(), key_data
 
 
 def _section(config, target, name):
@@ -318,7 +295,7 @@ def _section(config, target, name):
     return value.model_dump(mode="json") if value is not None else None
 
 
-def _run_stage(stage, ctx, key, key_data, tools, progress):
+def _run_stage(stage, ctx, key, key_data, progress):
     """Run one stage into a temp dir; on success, manifest + rename into place."""
     run_dir, final = ctx.run_dir, ctx.out_dir
     tmp = run_dir / ".tmp-{}-{}".format(stage.name, os.getpid())
@@ -347,7 +324,7 @@ def _run_stage(stage, ctx, key, key_data, tools, progress):
                 a: {"path": rel, "sha256": files.sha256_path(tmp / rel), "size": files.size_of(tmp / rel)}
                 for a, rel in stage.outputs.items()
             },
-            "tools": tools,
+            "tools": tool_versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
             "duration_s": round(seconds, 3),
             "results": results,

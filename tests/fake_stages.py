@@ -48,7 +48,7 @@ def _engine(ctx):
 STAGES = {
     "train": Stage("train", _train, {}, {"keras_model": "model.txt"}, uses=("model",)),
     "export": Stage("export", _export, {"keras_model": "train"}, {"saved_model": "saved"}),
-    "freeze": Stage("freeze", _freeze, {"saved_model": "export"}, {"frozen_graph": "frozen.txt"}),
+    "freeze": Stage("freeze", _freeze, {"saved_model": "export"}, {"frozen_graph": "frozen.txt"}, tools=("tensorflow",)),
     "convert": Stage("convert", _convert, {"frozen_graph": "freeze"}, {"onnx": "model.onnx"}, uses=("target",)),
     "engine": Stage("engine", _engine, {"onnx": "convert"}, {"engine": "model.engine"},
                     pending_reason=lambda ctx: "no TensorRT here"),

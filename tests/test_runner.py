@@ -56,6 +56,35 @@ def statuses(report):
     return {s.name: s.status for s in report.stages}
 
 
+def test_upgrading_a_tool_redoes_the_stages_that_declare_it_and_what_follows(setup, monkeypatch):
+    from importlib import metadata
+
+    import pipeline.runner
+
+    setup()
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda dist: "99.0" if dist.startswith("tensorflow") else real(dist))
+    pipeline.runner._tool_versions.cache_clear()
+    try:
+        again = setup()
+    finally:
+        monkeypatch.undo()
+        pipeline.runner._tool_versions.cache_clear()
+    assert statuses(again) == {"train": "cached", "export": "cached", "freeze": "ran"}  # only freeze declares it
+    manifest = json.loads((setup.run_dir / "freeze" / "manifest.json").read_text())
+    assert manifest["tools"]["python"].count(".") == 2
+
+
+def test_plan_decides_skips_and_forcing_before_anything_runs(setup):
+    from pipeline.runner import plan
+
+    config = load_config(setup.config_path, [])
+    steps = plan(config, load_target(config.target), force=("export",), until="export").steps
+    assert [(s.name, s.skip, s.selected, s.forced) for s in steps] == [
+        ("train", None, True, False), ("export", None, True, True), ("freeze", "after the selected stages", False, False)]
+    assert not setup.run_dir.exists()
+
+
 def test_first_run_runs_then_everything_is_cached(setup):
     first = setup()
     assert statuses(first) == {"train": "ran", "export": "ran", "freeze": "ran"}
@@ -355,7 +384,7 @@ def test_parallel_runs_share_one_generated_dataset_and_stale_temp_folders_go(tmp
                           "dataset: {{path: {d}, generate: shapes, train_per_class: 3, val_per_class: 1}}\n"
                           "stages: {{train: {{epochs: 1}}}}\n".format(k=k, r=tmp_path / "runs", d=data))
         script = ("import sys; from pipeline.config import load_config; from pipeline.progress import Progress; "
-                  "from pipeline.runner import prepare_dataset; prepare_dataset(load_config(sys.argv[1]), Progress('quiet'))")
+                  "from pipeline.data.prepare import prepare_dataset; prepare_dataset(load_config(sys.argv[1]), Progress('quiet'))")
         procs.append(subprocess.Popen([sys.executable, "-c", script, str(config)], cwd=str(ROOT),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for proc in procs:

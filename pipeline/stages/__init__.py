@@ -3,18 +3,21 @@
 A stage declares what it reads and writes; the runner (``pipeline.runner``) owns the rest:
 the cache key, the temporary directory renamed into place, the manifest and the lock.
 
-    @stage("freeze", inputs={"saved_model": "export"}, outputs={"frozen_graph": "frozen.pb"})
+    @stage("freeze", inputs={"saved_model": "export"}, outputs={"frozen_graph": "frozen.pb"}, tools=("tensorflow",))
     def freeze(ctx):
         ...write ctx.out_dir / "frozen.pb"...
         return {"nodes": 123}          # key results, stored in manifest.json
 
-Stage modules import TensorFlow, tf2onnx, onnxruntime... inside their functions only.
+Stage modules import TensorFlow, tf2onnx, onnxruntime... inside their functions only, and name
+them in ``tools``: their installed versions join the stage's cache key.
 """
 
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
+
+from pipeline.errors import DeployError
 
 # Canonical pipeline order. A config lists the stages it runs; they always run in this order.
 ORDER = ("train", "export", "freeze", "check", "rewrite", "convert", "engine", "benchmark")
@@ -47,6 +50,8 @@ class Stage:
     # optional: returns a reason string when the stage cannot run on this machine (-> pending)
     pending_reason: Optional[Callable[["StageContext"], Optional[str]]] = None
     doc: str = ""
+    # the tools whose versions join the cache key (package names; "tensorflow" is either TF package)
+    tools: tuple = ()
 
 
 @dataclass
@@ -70,7 +75,7 @@ class StageContext:
 _REGISTRY: Dict[str, Stage] = {}
 
 
-def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=None):
+def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=None, tools=()):
     """Register a stage function under ``name``."""
 
     def register(func):
@@ -83,6 +88,7 @@ def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=No
             uses=tuple(uses),
             pending_reason=pending_reason,
             doc=(func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else "",
+            tools=tuple(tools),
         )
         return func
 
@@ -94,3 +100,26 @@ def registry():
     for module in _MODULES:
         importlib.import_module(module)
     return _REGISTRY
+
+
+def source_artifacts(config):
+    """Artifacts given by ``model.source`` (the stages that would make them are skipped)."""
+    source = config.model.source
+    if source is None:
+        return {}
+    path = Path(source)
+    if not path.exists():
+        raise DeployError("model.source: {} not found".format(source))
+    if path.is_dir():
+        if not (path / "saved_model.pb").exists():
+            raise DeployError("model.source: {} is a directory without saved_model.pb; give a SavedModel directory, a .keras/.h5 file or a frozen .pb".format(source))
+        return {"saved_model": path}
+    suffix = path.suffix.lower()
+    if suffix in (".keras", ".h5"):
+        train = getattr(config.stages, "train", None)
+        if train is not None and train.init_from:
+            return {}  # the train stage fine-tunes this model from init_from (pipeline.train.restore.config_model)
+        return {"keras_model": path}
+    if suffix in (".pb", ".pbtxt"):
+        return {"frozen_graph": path}
+    raise DeployError("model.source: {} is not a .keras/.h5 file, a SavedModel directory or a frozen .pb".format(source))

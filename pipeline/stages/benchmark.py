@@ -24,6 +24,7 @@ KEY = "stages.benchmark"
     outputs={"benchmark": "benchmark.json"},
     version=1,
     uses=("target", "dataset"),
+    tools=("onnxruntime", "numpy"),
 )
 def benchmark(ctx):
     """Measure latency and throughput of the ONNX model for each batch size."""

@@ -5,7 +5,7 @@ from pipeline.stages import stage
 
 
 @stage("check", inputs={"frozen_graph": "freeze"}, outputs={"report": "check.json", "markdown": "check.md"},
-       version=1, uses=("target",))
+       version=1, uses=("target",), tools=("tf2onnx", "onnx"))
 def check(ctx):
     """Check the frozen graph against the target's op tables; stop on blockers unless told not to."""
     import json

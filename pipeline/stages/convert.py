@@ -12,6 +12,7 @@ from pipeline.stages import stage
     outputs={"onnx": "model.onnx", "comparison": "comparison.json"},
     version=2,
     uses=("target", "dataset"),
+    tools=("tensorflow", "tf2onnx", "onnx", "onnxruntime"),
 )
 def convert(ctx):
     """Convert to ONNX (tf2onnx), run onnx.checker, compare with TensorFlow on dataset images."""

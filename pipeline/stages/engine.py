@@ -24,7 +24,8 @@ def _pending(ctx):
     return "engine build with TensorRT lands with the device issue; not implemented yet"
 
 
-@stage("engine", inputs={"onnx": "convert"}, outputs={"engine": "model.engine"}, version=1, uses=("target",), pending_reason=_pending)
+@stage("engine", inputs={"onnx": "convert"}, outputs={"engine": "model.engine"}, version=1, uses=("target",), pending_reason=_pending,
+       tools=("tensorrt",))
 def engine(ctx):
     """Build a TensorRT engine (on the device)."""
     raise StageFailed("engine build is not implemented yet")

@@ -3,7 +3,8 @@
 from pipeline.stages import stage
 
 
-@stage("export", inputs={"keras_model": "train"}, outputs={"saved_model": "saved_model", "signature": "signature.json"}, version=1)
+@stage("export", inputs={"keras_model": "train"}, outputs={"saved_model": "saved_model", "signature": "signature.json"}, version=1,
+       tools=("tensorflow", "keras"))
 def export(ctx):
     """Rebuild the model for inference and save it as a SavedModel (byte-identical for the same model)."""
     import json

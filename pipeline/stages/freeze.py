@@ -5,7 +5,8 @@ import json
 from pipeline.stages import stage
 
 
-@stage("freeze", inputs={"saved_model": "export"}, outputs={"frozen_graph": "frozen.pb", "io": "io.json"}, version=1)
+@stage("freeze", inputs={"saved_model": "export"}, outputs={"frozen_graph": "frozen.pb", "io": "io.json"}, version=1,
+       tools=("tensorflow",))
 def freeze(ctx):
     """Freeze the SavedModel's serving signature into frozen.pb and describe its tensors in io.json."""
     from collections import Counter

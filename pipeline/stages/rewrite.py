@@ -8,7 +8,7 @@ from pipeline.stages import stage
 
 @stage("rewrite", inputs={"frozen_graph": "freeze", "io": "freeze"},
        outputs={"frozen_graph": "frozen.pb", "io": "io.json", "receipt": "rewrite.json"},
-       version=1, uses=("target", "dataset"))
+       version=1, uses=("target", "dataset"), tools=("tensorflow",))
 def rewrite(ctx):
     """Apply the configured passes (or --auto's), compare outputs after each, check the result."""
     from pipeline.check.report import recommendation

@@ -11,6 +11,7 @@ from pipeline.stages import stage
     outputs={"keras_model": "model.keras", "history": "history.json", "checkpoints": "checkpoints"},
     version=1,
     uses=("model", "dataset"),
+    tools=("tensorflow", "keras", "numpy"),
 )
 def train(ctx):
     """Train the zoo model on the dataset; a checkpoint per epoch, loss and accuracy per epoch."""

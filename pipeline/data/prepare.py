@@ -1,0 +1,51 @@
+"""The config's dataset before a run: generated when missing and the config says how, fingerprinted for cache keys."""
+
+import shutil
+from pathlib import Path
+
+from pipeline.errors import DeployError
+
+
+def prepare_dataset(config, progress):
+    """Generate the config's dataset when it is missing and ``dataset.generate`` says how.
+
+    Several runs may share one generated dataset (the shipped configs all use data/shapes): the
+    first takes a lock beside the folder and generates it; the others wait for the lock, then find
+    the folder there and use it. Temporary folders a killed generation left are removed first."""
+    ds = config.dataset
+    if ds is None or Path(ds.path).exists() or ds.format != "folder":
+        return
+    if ds.generate is None:
+        raise DeployError(
+            "dataset.path: {} not found; point it at an image folder, or set dataset.generate: shapes "
+            "to generate a small synthetic one (deploy data shapes {})".format(ds.path, ds.path)
+        )
+    from pipeline.data.shapes import generate_shapes
+    from pipeline.lock import wait_for_lock
+
+    path = Path(ds.path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DeployError("dataset.path: cannot create {} ({})".format(path.parent, e.strerror or e))
+    with wait_for_lock(path.parent / ".{}.lock".format(path.name), progress,
+                       "dataset  waiting for another run generating {}".format(path)):
+        for stale in path.parent.glob(".{}.tmp-*".format(path.name)):  # a killed generation's leftovers
+            shutil.rmtree(stale, ignore_errors=True)
+        if path.exists():  # another run made it while we waited
+            return
+        progress.log("dataset  generating '{}' images at {}".format(ds.generate, ds.path))
+        summary = generate_shapes(path, train_per_class=ds.train_per_class, val_per_class=ds.val_per_class, seed=ds.seed)
+    progress.log("dataset  {} classes, {} train / {} val images".format(len(summary["classes"]), summary["train"], summary["val"]))
+
+
+def fingerprint_dataset(config):
+    import glob
+
+    from pipeline.data.folder import fingerprint_dataset as fingerprint_folder
+
+    ds = config.dataset
+    if ds is None:
+        return None
+    exists = Path(ds.path).exists() if ds.format == "folder" else bool(glob.glob(ds.path))
+    return fingerprint_folder(ds.path) if exists else "missing"
