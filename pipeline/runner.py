@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 
 from pipeline import files
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STAGE_FAILED, DeployError
-from pipeline.data.prepare import fingerprint_dataset, prepare_dataset
+from pipeline.data.dataset import fingerprint_dataset, prepare_dataset
 from pipeline.lock import RunLock
 from pipeline.stages import StageContext, registry, source_artifacts
 

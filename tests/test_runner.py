@@ -384,7 +384,7 @@ def test_parallel_runs_share_one_generated_dataset_and_stale_temp_folders_go(tmp
                           "dataset: {{path: {d}, generate: shapes, train_per_class: 3, val_per_class: 1}}\n"
                           "stages: {{train: {{epochs: 1}}}}\n".format(k=k, r=tmp_path / "runs", d=data))
         script = ("import sys; from pipeline.config import load_config; from pipeline.progress import Progress; "
-                  "from pipeline.data.prepare import prepare_dataset; prepare_dataset(load_config(sys.argv[1]), Progress('quiet'))")
+                  "from pipeline.data.dataset import prepare_dataset; prepare_dataset(load_config(sys.argv[1]), Progress('quiet'))")
         procs.append(subprocess.Popen([sys.executable, "-c", script, str(config)], cwd=str(ROOT),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for proc in procs:

@@ -132,13 +132,13 @@ def _consistency(ctx, model_path, batch_sizes):
         return None
     from pipeline.backends import load_onnx
     from pipeline.numeric.consistency import batch_consistency
-    from pipeline.stages._data import sample_images
+    from pipeline.data.dataset import dataset_samples
 
     session = load_onnx(model_path)
     shape = session.inputs[0][1] if len(session.inputs) == 1 else None
     if shape is None or len(shape) != 4 or shape[3] != 3:
         return None
-    images, source = sample_images(ctx.config, ctx.options.consistency_samples, (shape[1], shape[2]))
+    images, source = dataset_samples(ctx.config, ctx.options.consistency_samples, (shape[1], shape[2]))
     report = batch_consistency(session, images, sizes, source=source, model=str(model_path))
     ctx.progress.log("benchmark: batch consistency {} on {} images ({})".format(
         "pass" if report.passed else "FAIL", len(images), source))
@@ -150,11 +150,11 @@ def _feed(ctx, session, batch_size, requested):
     if requested == "dataset" and len(session.inputs) == 1:
         import numpy as np
 
-        from pipeline.stages._data import sample_images
+        from pipeline.data.dataset import dataset_samples
 
         name, shape, dtype = session.inputs[0]
         if len(shape or ()) == 4 and shape[3] == 3 and shape[1] and shape[2]:
-            images, source = sample_images(ctx.config, batch_size, (shape[1], shape[2]))
+            images, source = dataset_samples(ctx.config, batch_size, (shape[1], shape[2]))
             if source.startswith("dataset"):
                 reps = -(-batch_size // len(images))
                 batch = np.concatenate([images] * reps)[:batch_size].astype(dtype)

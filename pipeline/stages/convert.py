@@ -119,7 +119,7 @@ def compare_with_tf(ctx, graph_def, io):
 
     from pipeline.backends import load_onnx
     from pipeline.backends.tensorflow import TensorFlowSession
-    from pipeline.stages._data import sample_images
+    from pipeline.data.dataset import dataset_samples
 
     if len(io["inputs"]) != 1:
         from pipeline.tf.mismatch import keep_prob_input
@@ -135,7 +135,7 @@ def compare_with_tf(ctx, graph_def, io):
     shape = io["inputs"][0]["shape"]
     if not shape or len(shape) != 4 or shape[1] is None or shape[2] is None:
         raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input".format(io["inputs"][0]["name"], shape))
-    images, source = sample_images(ctx.config, ctx.options.compare_samples, (shape[1], shape[2]))
+    images, source = dataset_samples(ctx.config, ctx.options.compare_samples, (shape[1], shape[2]))
     reference = TensorFlowSession(graph_def, io, source=ctx.inputs["frozen_graph"]).run({io["inputs"][0]["name"]: images})
     session = load_onnx(ctx.output("onnx"))
     got = session.run({session.inputs[0][0]: images})

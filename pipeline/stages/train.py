@@ -21,7 +21,7 @@ def train(ctx):
     if opts.init_from and not weights_file_exists(opts.init_from):
         raise DeployError("stages.train.init_from: {} not found; give an existing checkpoint (directory or prefix, "
                           "e.g. dir/model.ckpt-60), .keras, .weights.h5 or frozen .pb".format(opts.init_from))
-    from pipeline.stages._data import dataset_index
+    from pipeline.data.dataset import dataset_index
 
     index = dataset_index(ctx.config)
     num_classes = model_cfg.num_classes or len(index.classes)

@@ -358,7 +358,7 @@ def format_report(report, limit=5):
 def config_model(config, tf=None):
     """The model ``stages.train`` starts from: the config's zoo model, or its ``model.source``
     Keras file (fine-tuning the user's own model)."""
-    from pipeline.stages._data import dataset_index
+    from pipeline.data.dataset import dataset_index
     from pipeline.tf import import_tf
 
     import_tf()

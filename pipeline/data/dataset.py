@@ -1,4 +1,5 @@
-"""The config's dataset before a run: generated when missing and the config says how, fingerprinted for cache keys."""
+"""The config's dataset: generated before a run when missing (and the config says how),
+fingerprinted for cache keys, indexed for training, sampled for numeric checks."""
 
 import shutil
 from pathlib import Path
@@ -49,3 +50,26 @@ def fingerprint_dataset(config):
         return None
     exists = Path(ds.path).exists() if ds.format == "folder" else bool(glob.glob(ds.path))
     return fingerprint_folder(ds.path) if exists else "missing"
+
+
+def dataset_index(config, verify=True):
+    """The config's dataset as a DatasetIndex (image folder) or TFRecordIndex."""
+    ds = config.dataset
+    if ds is None:
+        raise DeployError("{}: dataset: is missing; the train stage needs a dataset (dataset.path)".format(config.path))
+    if ds.format == "folder":
+        from pipeline.data.folder import index_image_folder
+
+        return index_image_folder(ds.path, val_split=ds.val_split, seed=ds.seed, verify=verify)
+    from pipeline.data.folder import index_tfrecords
+
+    return index_tfrecords(ds.path, val_split=ds.val_split, num_classes=config.model.num_classes)
+
+
+def dataset_samples(config, count, image_size):
+    """Up to ``count`` real images (float32 NHWC, 0..255) from the config's image-folder dataset,
+    val split first; seeded random pixels when it has none. Returns (images, source)."""
+    from pipeline.data.samples import sample_images as samples
+
+    ds = config.dataset
+    return samples(ds.path if ds is not None and ds.format == "folder" else None, count, image_size)
