@@ -17,7 +17,15 @@ OUT = Path(__file__).resolve().parents[1] / "targets" / "ops" / "onnxruntime_cpu
 _OPEN = 2147483647
 
 
+def parse_args(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="writes {}".format(OUT))
+    return parser.parse_args(argv)
+
+
 def main():
+    parse_args()
     import onnxruntime
     from onnxruntime.capi import _pybind_state as C
 

@@ -15,7 +15,15 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parents[1] / "targets" / "ops" / "tensorflow_ops.yaml"
 
 
+def parse_args(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="writes {}".format(OUT))
+    return parser.parse_args(argv)
+
+
 def main():
+    parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
     from tensorflow.core.framework import op_def_pb2
