@@ -2,6 +2,7 @@
 
     constant_subgraph(graph)     # nodes computed from constants only (folded before conversion)
     input_dtype(graph, tensor)   # a graph input's dtype name
+    topological_names(graph_def) # a GraphDef's node names, producers first (first-divergence search)
 """
 
 FUSED_BATCH_NORM = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
@@ -40,3 +41,27 @@ def input_dtype(graph, tensor):
         dtype = node.attrs.get("dtype") if node is not None else None
         return str(dtype) if dtype else None
     return graph.tensor_types.get(tensor)
+
+
+def topological_names(graph_def):
+    """A GraphDef's node names in topological order, ties (and cycles: loop back-edges) in GraphDef
+    order (Kahn's algorithm, smallest file index first). Works on TensorFlow's GraphDef and on
+    pipeline.graph.proto's, without building a view; a view has ``Graph.topological_order()``."""
+    import heapq
+
+    nodes = graph_def.node
+    index = {n.name: k for k, n in enumerate(nodes)}
+    waiting = [{index.get(i.lstrip("^").split(":")[0], k) for i in n.input} - {k} for k, n in enumerate(nodes)]
+    users = [[] for _ in nodes]
+    for k, deps in enumerate(waiting):
+        for d in deps:
+            users[d].append(k)
+    ready, order = [k for k, deps in enumerate(waiting) if not deps], []
+    while ready:
+        order.append(heapq.heappop(ready))
+        for u in users[order[-1]]:
+            waiting[u].discard(order[-1])
+            if not waiting[u]:
+                heapq.heappush(ready, u)
+    done = set(order)
+    return [nodes[k].name for k in order] + [n.name for k, n in enumerate(nodes) if k not in done]

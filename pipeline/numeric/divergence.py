@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from pipeline.errors import DeployError
+from pipeline.graph.analysis import topological_names
 from pipeline.graph.io import tensor_name as _tensor
 from pipeline.numeric import ATOL, RTOL, batched as _batched, diff as _diff, finite as _finite
 
@@ -30,28 +31,6 @@ class Divergence:
         attrs = "".join(", {}={}".format(k, str(v).lower() if isinstance(v, bool) else v) for k, v in self.attrs.items())
         what = "stochastic, two runs of the same image differ by" if self.reason == "stochastic" else "max abs diff"
         return "first divergence at {} ({}{}): {} {:.3g}".format(self.node, self.op, attrs, what, self.max_abs_diff)
-
-
-def topological_names(graph_def):
-    """Node names in topological order, ties (and cycles: loop back-edges) in GraphDef order."""
-    import heapq
-
-    nodes = graph_def.node
-    index = {n.name: k for k, n in enumerate(nodes)}
-    waiting = [{index.get(i.lstrip("^").split(":")[0], k) for i in n.input} - {k} for k, n in enumerate(nodes)]
-    users = [[] for _ in nodes]
-    for k, deps in enumerate(waiting):
-        for d in deps:
-            users[d].append(k)
-    ready, order = [k for k, deps in enumerate(waiting) if not deps], []
-    while ready:
-        order.append(heapq.heappop(ready))
-        for u in users[order[-1]]:
-            waiting[u].discard(order[-1])
-            if not waiting[u]:
-                heapq.heappush(ready, u)
-    done = set(order)
-    return [nodes[k].name for k in order] + [n.name for k, n in enumerate(nodes) if k not in done]
 
 
 def _key_attrs(node, consts):

@@ -60,7 +60,7 @@ def first_layer_mismatch(graph_def, io, model, images, tolerance, rtol=1e-4):
     import onnxruntime
 
     from pipeline.numeric import diff as _diff
-    from pipeline.numeric.divergence import topological_names
+    from pipeline.graph.analysis import topological_names
     from pipeline.backends.tensorflow import TensorFlowSession
 
     onnx_values = {v for n in model.graph.node for v in n.output}
