@@ -11,11 +11,9 @@ hashes and the versions of the tools it declares.
                               +  execute(plan)  # per step: wait, pending, cached or run, in order
 """
 
-import functools
 import hashlib
 import json
 import os
-import platform
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -27,10 +25,9 @@ from pipeline.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STAGE_FAILED, DeployEr
 from pipeline.data.dataset import fingerprint_dataset, prepare_dataset
 from pipeline.lock import RunLock
 from pipeline.stages import StageContext, registry, source_artifacts
+from pipeline.stages.tools import tool_versions
 
 MANIFEST = "manifest.json"
-_TOOLS = ("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx", "onnxruntime", "numpy")  # in every manifest
-_DISTRIBUTIONS = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-aarch64")}  # a stage's tool -> packages
 
 
 @dataclass
@@ -52,34 +49,6 @@ class RunReport:
     def exit_code(self):
         codes = [s.code for s in self.stages if s.status == "failed"]
         return max(codes) if codes else EXIT_OK
-
-
-def tool_versions(names=None):
-    """Versions of the tools that shape the artifacts (package metadata, no imports): python and
-    deploy always, then ``names`` (a stage's declared tools; default: every tool deploy uses).
-    A stage's "tensorflow" is whichever of tensorflow, tensorflow-cpu is installed."""
-    return dict(_tool_versions(None if names is None else tuple(names)))
-
-
-@functools.lru_cache(maxsize=None)
-def _tool_versions(names):
-    from importlib import metadata
-
-    versions = {"python": platform.python_version(), "deploy": _deploy_version()}
-    for name in _TOOLS if names is None else names:
-        for dist in _DISTRIBUTIONS.get(name, (name,)) if names is not None else (name,):
-            try:
-                versions[name] = metadata.version(dist)
-                break
-            except metadata.PackageNotFoundError:
-                continue
-    return tuple(sorted(versions.items()))
-
-
-def _deploy_version():
-    from pipeline import __version__
-
-    return __version__
 
 
 def _select(names, from_stage, until, only):

@@ -57,22 +57,37 @@ def statuses(report):
 
 
 def test_upgrading_a_tool_redoes_the_stages_that_declare_it_and_what_follows(setup, monkeypatch):
-    from importlib import metadata
-
-    import pipeline.runner
+    from pipeline.stages import tools
 
     setup()
-    real = metadata.version
-    monkeypatch.setattr(metadata, "version", lambda dist: "99.0" if dist.startswith("tensorflow") else real(dist))
-    pipeline.runner._tool_versions.cache_clear()
+    real = tools.installed_versions()
+    upgraded = {name: "99.0" if name.startswith("tensorflow") else v for name, v in real.items()}
+    monkeypatch.setattr(tools, "installed_versions", lambda: upgraded)
+    tools.clear_cache()
     try:
         again = setup()
     finally:
         monkeypatch.undo()
-        pipeline.runner._tool_versions.cache_clear()
+        tools.clear_cache()
     assert statuses(again) == {"train": "cached", "export": "cached", "freeze": "ran"}  # only freeze declares it
     manifest = json.loads((setup.run_dir / "freeze" / "manifest.json").read_text())
     assert manifest["tools"]["python"].count(".") == 2
+
+
+def test_tool_versions_are_the_installed_packages():
+    from importlib import metadata
+
+    from pipeline.stages.tools import tool_versions
+
+    versions = tool_versions(("tensorflow", "onnx", "no-such-tool"))
+    assert versions["onnx"] == metadata.version("onnx") and "no-such-tool" not in versions
+    installed = []
+    for dist in ("tensorflow", "tensorflow-cpu"):
+        try:
+            installed.append(metadata.version(dist))
+        except metadata.PackageNotFoundError:
+            pass
+    assert versions["tensorflow"] == installed[0]
 
 
 def test_plan_decides_skips_and_forcing_before_anything_runs(setup):
