@@ -75,8 +75,7 @@ def sha256_tree(path):
 
 def _timed(cmd, env=None):
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True)
+    proc = subprocess.run(cmd, cwd=str(ROOT), env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-4000:])
@@ -91,7 +90,7 @@ def _events(stdout):
 def _fmt(values):
     if not values:
         return "-"
-    return "{:.2f} ({:.2f}-{:.2f})".format(statistics.median(values), min(values), max(values))
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 # ------------------------------------------------------------------------------- engineer script
@@ -110,8 +109,8 @@ def engineer_script(args):
     # the environment deploy's import_tf() sets (same kernels, same numbers)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    import tensorflow as tf
     import keras
+    import tensorflow as tf
 
     t = mark("import_tf", t0)
     model = keras.models.load_model(args.keras, compile=False, safe_mode=True)
@@ -141,10 +140,13 @@ def engineer_script(args):
         fp_path.write_bytes(fp.SerializeToString(deterministic=True))
     t = mark("export", t)
 
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
 
     if args.freeze_from == "saved_model":
-        func = tf.saved_model.load(str(saved)).signatures["serving_default"]
+        loaded = tf.saved_model.load(str(saved))  # kept referenced: its variables must outlive the freeze
+        func = loaded.signatures["serving_default"]
     else:
         func = serve.get_concrete_function()
     frozen = convert_variables_to_constants_v2(func)
@@ -231,10 +233,10 @@ def main():
 
 def bench(args, work):
     sets = ["run.dir={}".format(work / "runs"), "dataset.path={}".format(work / "data"),
-            "stages.train.epochs={}".format(args.epochs), "dataset.train_per_class={}".format(args.train_per_class),
-            "dataset.val_per_class={}".format(args.val_per_class)]
+            f"stages.train.epochs={args.epochs}", f"dataset.train_per_class={args.train_per_class}",
+            f"dataset.val_per_class={args.val_per_class}"]
     if args.input_size:
-        sets.append("model.input_size={}".format(args.input_size))
+        sets.append(f"model.input_size={args.input_size}")
     sets += args.set
     base = [sys.executable, "-m", "pipeline", "run", args.config]
     for s in sets:
@@ -244,11 +246,11 @@ def bench(args, work):
     seconds, out = _timed(base + ["--until", "train", "--json"])
     summary = _events(out)[-1]
     run_dir = Path(summary["run_dir"])
-    train = [s for s in summary["stages"] if s["name"] == "train"][0]
+    train = next(s for s in summary["stages"] if s["name"] == "train")
     print("setup: train {} in {:.1f} s ({})".format(train["status"], seconds, run_dir), file=sys.stderr)
 
     sys.path.insert(0, str(ROOT))
-    from pipeline.config import load_config  # noqa: E402  (the benchmark settings deploy will use)
+    from pipeline.config import load_config
 
     config = load_config(str(ROOT / args.config) if not Path(args.config).is_absolute() else args.config, sets)
     bopts = config.stages.benchmark
@@ -260,7 +262,7 @@ def bench(args, work):
         wall, out = _timed(deploy_cmd)
         summary = _events(out)[-1]
         if summary.get("exit_code") != 0:
-            raise SystemExit("deploy run failed: {}".format(summary))
+            raise SystemExit(f"deploy run failed: {summary}")
         deploy_walls.append(wall)
         stage_sum = 0.0
         for s in summary["stages"]:
@@ -286,7 +288,7 @@ def bench(args, work):
         script_phases.setdefault("(interpreter start/exit)", []).append(wall - result["total_in_process"])
         script_sha = result["export_sha256"]
         shutil.rmtree(script_out, ignore_errors=True)
-        print("round {}/{}: deploy {:.2f} s, script {:.2f} s".format(i + 1, args.repeats, deploy_walls[-1], wall),
+        print(f"round {i + 1}/{args.repeats}: deploy {deploy_walls[-1]:.2f} s, script {wall:.2f} s",
               file=sys.stderr)
 
     d, s = statistics.median(deploy_walls), statistics.median(script_walls)
@@ -299,12 +301,11 @@ def bench(args, work):
     print("{}  {}".format("what".ljust(width), "median s (min-max)"))
     print("{}  {}".format("-" * width, "-" * 18))
     for name, value in rows:
-        print("{}  {}".format(name.ljust(width), value))
+        print(f"{name.ljust(width)}  {value}")
     identical = len(export_shas) == 1
-    print("\nratio deploy/script: {:.2f} (goal <= 1.00; {} rounds, opset {}, benchmark {} x {} it after {} warm-up)".format(
-        ratio, args.repeats, opset, list(bopts.batch_sizes), bopts.iterations, bopts.warmup))
+    print(f"\nratio deploy/script: {ratio:.2f} (goal <= 1.00; {args.repeats} rounds, opset {opset}, benchmark {list(bopts.batch_sizes)} x {bopts.iterations} it after {bopts.warmup} warm-up)")
     print("deploy exports byte-identical across rounds: {}; script's export {} deploy's".format(
-        "yes" if identical else "NO ({} digests)".format(len(export_shas)),
+        "yes" if identical else f"NO ({len(export_shas)} digests)",
         "equals" if identical and script_sha in export_shas else "differs from"))
     result = {"benchmark": "run_vs_script", "config": args.config, "repeats": args.repeats, "opset": opset,
               "deploy_s": {"median": round(d, 3), "min": round(min(deploy_walls), 3), "max": round(max(deploy_walls), 3)},
