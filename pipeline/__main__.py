@@ -1,3 +1,3 @@
-from pipeline.cli import main
+from pipeline.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -52,6 +52,8 @@ class Stage:
     doc: str = ""
     # the tools whose versions join the cache key (package names; "tensorflow" is either TF package)
     tools: tuple = ()
+    # the runner pauses Python's cyclic GC while the stage runs (False: long loops, e.g. training)
+    pause_gc: bool = True
 
 
 @dataclass
@@ -75,7 +77,7 @@ class StageContext:
 _REGISTRY: Dict[str, Stage] = {}
 
 
-def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=None, tools=()):
+def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=None, tools=(), pause_gc=True):
     """Register a stage function under ``name``."""
 
     def register(func):
@@ -89,6 +91,7 @@ def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=No
             pending_reason=pending_reason,
             doc=(func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else "",
             tools=tuple(tools),
+            pause_gc=pause_gc,
         )
         return func
 

@@ -99,7 +99,7 @@ def benchmark(ctx):
         },
         "results": results,
     }
-    consistency = _consistency(ctx, model_path, batch_sizes)
+    consistency = _consistency(ctx, session, model_path, batch_sizes)
     if consistency is not None:
         report["consistency"] = consistency
     out = ctx.output("benchmark")
@@ -125,16 +125,14 @@ def benchmark(ctx):
     }
 
 
-def _consistency(ctx, model_path, batch_sizes):
+def _consistency(ctx, session, model_path, batch_sizes):
     """Each sample alone vs inside the benchmark's batches (sizes above 1) on the same runtime."""
     sizes = [b for b in batch_sizes if b > 1]
     if not getattr(ctx.options, "consistency", False) or not sizes:
         return None
-    from pipeline.backends import load_onnx
     from pipeline.numeric.consistency import batch_consistency
     from pipeline.data.dataset import dataset_samples
 
-    session = load_onnx(model_path)
     shape = session.inputs[0][1] if len(session.inputs) == 1 else None
     if shape is None or len(shape) != 4 or shape[3] != 3:
         return None

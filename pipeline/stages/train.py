@@ -12,6 +12,7 @@ from pipeline.stages import stage
     version=1,
     uses=("model", "dataset"),
     tools=("tensorflow", "keras", "numpy"),
+    pause_gc=False,  # epochs of Python objects: the collector must run
 )
 def train(ctx):
     """Train the zoo model on the dataset; a checkpoint per epoch, loss and accuracy per epoch."""
