@@ -107,6 +107,8 @@ def test_tx2_config_end_to_end_then_cached(tiny):
 
 
 def test_export_twice_is_byte_identical_and_frozen_names_are_stable(tiny):
+    """The first run exported in a child process (train had loaded TensorFlow); this one, with train
+    cached, exports in deploy's own process: both paths give the same bytes."""
     run = tiny / "runs" / "jetson_tx2"
     first = sha256_path(run / "export" / "saved_model")
     frozen = sha256_path(run / "freeze" / "frozen.pb")
