@@ -10,6 +10,7 @@ EXIT_BAD_INPUT = 1  # bad input: config, file, dataset, flag
 EXIT_NOT_DEPLOYABLE = 2  # the model cannot be deployed to the target
 EXIT_STAGE_FAILED = 3  # a stage ran and failed (e.g. a numeric check above tolerance)
 EXIT_DIFFERENT = 4  # a comparison found a difference (deploy diff: the graphs differ)
+EXIT_DEVICE = 5  # the device could not be reached or used (unreachable host, refused key, lost connection, no TensorRT)
 EXIT_INTERRUPTED = 130  # Ctrl-C
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15)
 

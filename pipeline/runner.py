@@ -199,7 +199,8 @@ def execute(the_plan, progress):
             report.stages.append(StageResult(name, "not run", message="an earlier stage failed") if stopped
                                  else StageResult(name, "skipped", message=step.skip))
             continue
-        missing = [a for a in stage.inputs if a not in artifacts and a in unavailable]
+        missing = [a for a in stage.inputs if a not in artifacts and a in unavailable
+                   and not (a in stage.optional and unavailable[a].startswith("pending"))]
         if missing:
             why = unavailable[missing[0]]
             unavailable.update(dict.fromkeys(stage.outputs, why))

@@ -11,7 +11,7 @@ import sys
 
 from pipeline.cli.commands import (
     ALL_STAGES, cmd_check, cmd_ckpt_diff, cmd_ckpt_inspect, cmd_consistency, cmd_data_shapes, cmd_diff, cmd_rewrite,
-    cmd_run, cmd_schema, cmd_targets, cmd_unfreeze, cmd_validate,
+    cmd_device_probe, cmd_run, cmd_schema, cmd_targets, cmd_unfreeze, cmd_validate,
 )
 from pipeline.errors import EXIT_BAD_INPUT, DeployError
 
@@ -62,7 +62,8 @@ def build_parser():
     parser = _Parser(
         prog="deploy",
         description=__doc__.strip().splitlines()[0],
-        epilog="Exit codes: 0 success, 1 bad input or config, 2 model not deployable to the target, 3 a stage failed.",
+        epilog="Exit codes: 0 success, 1 bad input or config, 2 model not deployable to the target, 3 a stage failed, "
+               "4 a comparison found a difference, 5 the device could not be reached or used.",
     )
     parser.add_argument("--version", action="version", version="deploy " + __version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -163,6 +164,16 @@ def build_parser():
     p.add_argument("--config", required=True, help="the config whose model (and stages.train scopes) to restore into")
     add_set(p)
     ckpt.set_defaults(func=lambda args: _usage(ckpt))
+
+    device = sub.add_parser("device", help="talk to the device of a config", description="The device (config's device:).")
+    device_sub = device.add_subparsers(dest="device_command", metavar="ACTION")
+    p = device_sub.add_parser("probe", help=_doc(cmd_device_probe), description=_doc(cmd_device_probe))
+    p.set_defaults(func=cmd_device_probe)
+    p.add_argument("config", help="the YAML config whose device: section to use")
+    add_set(p)
+    p.add_argument("--json", action="store_true", help="print the whole probe as JSON")
+    p.add_argument("--strict", action="store_true", help="exit 1 when the board is not the config's target")
+    device.set_defaults(func=lambda args: _usage(device))
 
     data = sub.add_parser("data", help="make datasets", description="Make datasets.")
     data_sub = data.add_subparsers(dest="data_command", metavar="KIND")

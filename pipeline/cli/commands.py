@@ -223,3 +223,14 @@ def cmd_targets(args):
     else:
         print(format_target_list(all_targets()))
     return 0
+
+
+def cmd_device_probe(args):
+    """The device's identity (board, L4T/JetPack, TensorRT, CUDA, power mode, clocks) and the target it matches."""
+    from pipeline.config import load_config
+    from pipeline.device.identify import format_probe, probe_report
+
+    report = probe_report(load_config(args.config, args.set))
+    print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_probe(report))
+    config_mismatch = report["matches"] is not None and report["config_target"] != report["matches"]
+    return EXIT_BAD_INPUT if config_mismatch and args.strict else 0

@@ -144,11 +144,37 @@ class ConvertOptions(_Section):
 
 
 class EngineOptions(_Section):
-    """Build a TensorRT engine on the device (pending on machines without TensorRT)."""
+    """Build a TensorRT engine on the device (pending where the device has no TensorRT)."""
 
     precision: Literal["fp32", "fp16", "int8"] = Field("fp16", description="Must be one the target supports (deploy targets NAME).")
     workspace_mb: int = Field(1024, ge=16, description="TensorRT builder workspace.")
-    max_batch_size: int = Field(8, ge=1, description="Largest batch of the engine's optimisation profile.")
+    max_batch_size: int = Field(8, ge=1, le=1024, description="Largest batch of the engine's optimisation profile (benchmark batch sizes must fit).")
+    builder: Literal["python", "trtexec"] = Field("python", description="python: the TensorRT Python API in the device agent; trtexec: NVIDIA's trtexec (its log parsed).")
+    dla_core: Optional[int] = Field(None, ge=0, le=1, description="Build for this DLA core with GPU fallback (boards with DLA: Xavier, Orin).")
+    calibration_images: int = Field(256, ge=8, le=10000, description="int8: dataset images for the entropy calibrator (preprocessed as at export); the calibration cache is reused.")
+
+
+class DeviceSection(_Section):
+    """Where the device stages (engine, benchmark) run: the agent on this machine or on a board over SSH."""
+
+    transport: Literal["local", "ssh"] = Field("local", description="local: the agent runs on this machine (a Jetson runner, or the host with ONNX Runtime); ssh: on device.host.")
+    host: Optional[str] = Field(None, description="ssh: the board's host name or IP.")
+    port: int = Field(22, ge=1, le=65535, description="ssh: the board's sshd port.")
+    user: Optional[str] = Field(None, description="ssh: the user on the board (default: ssh's own default).")
+    identity_file: Optional[str] = Field(None, description="ssh: private key to log in with (BatchMode: never a password).")
+    known_hosts_file: Optional[str] = Field(None, description="ssh: known_hosts file holding the board's host key (default: ssh's own).")
+    python: str = Field("python3", description="The board's Python (3.6+) that runs the agent.")
+    work_dir: str = Field("~/.cache/deploy-device", description="The agent's folder on the device: the agent, models sent by content hash, caches.")
+    backend: Literal["auto", "tensorrt", "onnxruntime"] = Field("auto", description="auto: TensorRT where the device has it, else ONNX Runtime on the ONNX model.")
+    connect_timeout_s: float = Field(10, gt=0, le=300, description="ssh: seconds to wait for a connection.")
+    on_version_mismatch: Literal["error", "warn"] = Field("error", description="When the board's TensorRT is not the target file's.")
+    power: bool = Field(True, description="Sample tegrastats during the benchmark (power per rail, energy per inference).")
+
+    @model_validator(mode="after")
+    def _ssh_needs_host(self):
+        if self.transport == "ssh" and not self.host:
+            raise ValueError("device.transport ssh needs device.host (the board's name or IP)")
+        return self
 
 
 class BenchmarkOptions(_Section):
@@ -196,6 +222,7 @@ class Config(_Section):
     model: ModelSection = Field(description="The model to deploy.")
     dataset: Optional[DatasetSection] = Field(None, description="Images for training, comparisons and benchmarks.")
     target: str = Field(description="A device file in targets/ (see `deploy targets`).")
+    device: Optional[DeviceSection] = Field(None, description="Where engine and benchmark run (default: benchmark in this process on ONNX Runtime, engine pending).")
     stages: Stages = Field(description="The stages to run and their options.")
 
     # Where the config came from (not part of the schema).

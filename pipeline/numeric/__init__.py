@@ -60,3 +60,35 @@ def max_abs_diff(a, b):
 
     return max((float(np.max(np.abs(np.asarray(x, "float64") - np.asarray(y, "float64")))) if np.size(x) else 0.0
                 for x, y in zip(a, b)), default=0.0)
+
+
+def compare_outputs(reference, candidate, images, precision="fp32", batch=8):
+    """``candidate`` (e.g. a TensorRT engine) against ``reference`` (e.g. ONNX Runtime) on ``images``, in
+    batches: the max abs diff per output, whether all are within ``precision``'s tolerance, and the
+    top-1 agreement of the first output when it is (batch, classes). What fp16 and int8 cost."""
+    import numpy as np
+
+    atol, rtol = tolerance(precision)
+    name = reference.inputs[0][0]
+    per_output = [0.0] * len(reference.output_names)
+    within, agree, total = True, 0, 0
+    for start in range(0, len(images), batch):
+        chunk = np.asarray(images[start:start + batch], dtype=np.float32)
+        ref, got = reference.run({name: chunk}), candidate.run({name: chunk})
+        for i, (r, g) in enumerate(zip(ref, got)):
+            r, g = np.asarray(r), np.asarray(g)
+            if r.shape != g.shape:
+                per_output[i], within = float("inf"), False
+                continue
+            d, _, over = diff(r, g, atol, rtol)
+            per_output[i], within = max(per_output[i], d), within and not over
+        first_r, first_g = np.asarray(ref[0]), np.asarray(got[0])
+        if first_r.ndim == 2 and first_r.shape == first_g.shape and first_r.shape[1] > 1:
+            agree += int((first_r.argmax(1) == first_g.argmax(1)).sum())
+            total += len(first_r)
+    return finite({
+        "max_abs_diff": max(per_output) if per_output else 0.0,
+        "outputs": dict(zip(reference.output_names, per_output)),
+        "within_tolerance": within, "tolerance": {"atol": atol, "rtol": rtol, "precision": precision},
+        "top1_agreement": agree / total if total else None,
+    })

@@ -54,6 +54,8 @@ class Stage:
     tools: tuple = ()
     # the runner pauses Python's cyclic GC while the stage runs (False: long loops, e.g. training)
     pause_gc: bool = True
+    # inputs the stage runs without when their stage is pending (benchmark: the engine)
+    optional: tuple = ()
 
 
 @dataclass
@@ -77,7 +79,7 @@ class StageContext:
 _REGISTRY: Dict[str, Stage] = {}
 
 
-def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=None, tools=(), pause_gc=True):
+def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=None, tools=(), pause_gc=True, optional=()):
     """Register a stage function under ``name``."""
 
     def register(func):
@@ -92,6 +94,7 @@ def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=No
             doc=(func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else "",
             tools=tuple(tools),
             pause_gc=pause_gc,
+            optional=tuple(optional),
         )
         return func
 

@@ -20,21 +20,24 @@ KEY = "stages.benchmark"
 
 @stage(
     "benchmark",
-    inputs={"onnx": "convert"},
+    inputs={"onnx": "convert", "engine": "engine"},
+    optional=("engine",),
     outputs={"benchmark": "benchmark.json"},
-    version=1,
-    uses=("target", "dataset"),
+    version=2,
+    uses=("target", "dataset", "device"),
     tools=("onnxruntime", "numpy"),
 )
 def benchmark(ctx):
-    """Measure latency and throughput of the ONNX model for each batch size."""
+    """Measure latency and throughput of the model for each batch size (on the device when configured)."""
+    if ctx.config.device is not None:
+        return _on_device(ctx)
     from pipeline.bench.latency import measure, summarize
     from pipeline.backends import load_onnx
 
     opts = ctx.options
     batch_sizes = list(opts.batch_sizes)
 
-    model_path = _onnx_file(ctx.inputs["onnx"])
+    model_path = onnx_file(ctx.inputs["onnx"])
     session = load_onnx(model_path)
     for bs in batch_sizes:  # fail on a bad batch size before spending time measuring
         _check_batch(session, bs)
@@ -99,7 +102,55 @@ def benchmark(ctx):
         },
         "results": results,
     }
-    consistency = _consistency(ctx, session, model_path, batch_sizes)
+    return _finish(ctx, report, session, model_path, where_short, results)
+
+
+def _on_device(ctx):
+    """The same report, measured by the device agent (pipeline.device.benchmark)."""
+    from pipeline.data.dataset import dataset_samples
+    from pipeline.device.benchmark import run_on_device
+
+    opts = ctx.options
+    run = run_on_device(ctx, dataset_samples, INPUT_RANGE, SEED)
+    model_path, session = run["model"], run["session"]
+    report = {
+        "where": run["where"],
+        "model": {"name": model_path.name, "sha256": _sha256(model_path), "bytes": model_path.stat().st_size,
+                  "inputs": [{"name": n, "shape": None if s is None else list(s), "dtype": d} for n, s, d in session.inputs]},
+        "settings": {
+            "batch_sizes": list(opts.batch_sizes), "warmup": opts.warmup,
+            "mode": "iterations" if opts.duration_s is None else "duration",
+            "iterations": opts.iterations, "duration_s": opts.duration_s, "inputs": run["inputs_used"],
+            "inputs_requested": opts.inputs, "seed": SEED, "input_range": list(INPUT_RANGE),
+        },
+        "results": run["results"],
+    }
+    if run["backend"] == "tensorrt":
+        report["accuracy"] = _accuracy(ctx, session)
+    return _finish(ctx, report, session, model_path, run["where_short"], run["results"])
+
+
+def _accuracy(ctx, session):
+    """The engine against the ONNX model on ONNX Runtime here, on dataset images: what fp16/int8 cost."""
+    from pipeline.backends import load_onnx
+    from pipeline.data.dataset import dataset_samples
+    from pipeline.numeric import compare_outputs
+
+    reference = load_onnx(onnx_file(ctx.inputs["onnx"]))
+    shape = reference.inputs[0][1]
+    images, source = dataset_samples(ctx.config, ctx.options.consistency_samples * 4, (shape[1], shape[2]))
+    engine = ctx.config.stages.engine
+    precision = engine.precision if engine is not None else "fp32"
+    report = compare_outputs(reference, session, images, precision, batch=min(8, engine.max_batch_size if engine else 8))
+    report["images"], report["source"] = len(images), source
+    top1 = report["top1_agreement"]
+    ctx.progress.log("benchmark: engine ({}) vs ONNX Runtime on {} images: max abs diff {}, top-1 agreement {}".format(
+        precision, len(images), report["max_abs_diff"], "n/a" if top1 is None else "{:.1%}".format(top1)))
+    return report
+
+
+def _finish(ctx, report, session, model_path, where_short, results):
+    consistency = _consistency(ctx, session, model_path, list(ctx.options.batch_sizes))
     if consistency is not None:
         report["consistency"] = consistency
     out = ctx.output("benchmark")
@@ -116,7 +167,7 @@ def benchmark(ctx):
     return {
         "summary": "{}: p50 {}".format(where_short, p50),
         "where": where_short,
-        "on_target_device": on_target,
+        "on_target_device": report["where"]["on_target_device"],
         "p50_ms": {str(r["batch_size"]): round(r["p50_ms"], 3) for r in results},
         "throughput_ips": {
             str(r["batch_size"]): None if r["throughput_ips"] is None else round(r["throughput_ips"], 1)
@@ -204,7 +255,7 @@ def _check_batch(session, batch_size):
             )
 
 
-def _onnx_file(path):
+def onnx_file(path):
     """The .onnx file of the convert stage's artifact (the file itself, or the one inside a directory)."""
     path = Path(path)
     if path.is_dir():

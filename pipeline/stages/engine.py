@@ -1,10 +1,10 @@
-"""engine: build a TensorRT engine from the ONNX model — on a machine that has TensorRT.
+"""engine: build a TensorRT engine from the ONNX model on the device (``device:`` in the config).
 
-The build itself comes with the device issue; until then, on a machine without TensorRT, the
-stage reports itself pending with the reason instead of pretending.
+Pending, with the reason, where no TensorRT can be reached: a target without TensorRT, a config
+without ``device:``, or a device whose Python has no TensorRT bindings (``device.backend: auto``;
+the benchmark then runs the ONNX model with ONNX Runtime there).
 """
 
-from pipeline.errors import StageFailed
 from pipeline.stages import stage
 
 
@@ -12,20 +12,26 @@ def _pending(ctx):
     target = ctx.target
     if not target.has_tensorrt:
         return "target {} has no TensorRT (runtime {})".format(target.name, target.runtime)
-    try:
-        import importlib.util
+    cfg = ctx.config.device
+    if cfg is None:
+        return ("TensorRT {} builds on the {} (JetPack {}): add a device: section (transport: local on the board, "
+                "ssh from here)".format(target.tensorrt, target.name, target.jetpack))
+    if cfg.backend == "onnxruntime":
+        return "device.backend is onnxruntime: no engine to build"
+    from pipeline.device.client import device_for
 
-        found = importlib.util.find_spec("tensorrt") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return "TensorRT {} is not on this machine; build the engine on the {} (JetPack {})".format(
-            target.tensorrt, target.name, target.jetpack)
-    return "engine build with TensorRT lands with the device issue; not implemented yet"
+    device = device_for(ctx.config, ctx.progress)
+    if device.backend() != "tensorrt":
+        return "TensorRT is not on {} (no Python bindings for {}); the benchmark runs the ONNX model with ONNX Runtime there".format(
+            device.describe(), device.ping().get("executable"))
+    return None
 
 
-@stage("engine", inputs={"onnx": "convert"}, outputs={"engine": "model.engine"}, version=1, uses=("target",), pending_reason=_pending,
-       tools=("tensorrt",))
+@stage("engine", inputs={"onnx": "convert"}, outputs={"engine": "model.engine"}, version=2, uses=("target", "device", "dataset"),
+       pending_reason=_pending)
 def engine(ctx):
-    """Build a TensorRT engine (on the device)."""
-    raise StageFailed("engine build is not implemented yet")
+    """Build a TensorRT engine on the device."""
+    from pipeline.device.engine import build_engine
+    from pipeline.stages.benchmark import onnx_file
+
+    return build_engine(ctx, onnx_file(ctx.inputs["onnx"]))

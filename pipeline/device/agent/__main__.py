@@ -1,0 +1,37 @@
+"""``python3 -m <agent>``: one JSON request on stdin, one JSON answer on stdout.
+
+    request:  {"command": "ping" | "probe" | "benchmark" | "infer" | "build" | "build_uff", ...}
+    answer:   {"ok": true, "result": {...}}  or  {"ok": false, "kind": "...", "error": "one line"}
+
+Progress goes to stderr as lines starting with ``deploy-agent: `` (the host shows them). The exit
+code is 0 whenever an answer was written, so the host can tell an agent's answer from a failure of
+the transport (ssh exits 255, a missing interpreter 127).
+"""
+
+import json
+import sys
+
+from . import AgentError, commands
+
+
+def main():
+    try:
+        request = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(request, dict):
+            raise AgentError("bad-request", "the request is not a JSON object")
+        answer = {"ok": True, "result": commands.dispatch(request)}
+    except AgentError as e:
+        answer = {"ok": False, "kind": e.kind, "error": str(e)}
+    except ValueError as e:  # json, and parsers' ParseError
+        answer = {"ok": False, "kind": "bad-request", "error": " ".join(str(e).split())}
+    except MemoryError:
+        answer = {"ok": False, "kind": "out-of-memory", "error": "the board ran out of memory; lower the batch sizes"}
+    except Exception as e:  # an agent bug or a library's failure: one line, never a traceback on the host
+        answer = {"ok": False, "kind": "internal", "error": "{}: {}".format(type(e).__name__, " ".join(str(e).split()))}
+    sys.stdout.write(json.dumps(answer, sort_keys=True))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

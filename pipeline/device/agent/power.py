@@ -1,0 +1,72 @@
+"""Power while a benchmark runs: tegrastats sampled in the background, summarised per window.
+
+Rails differ per board and JetPack (shared/reference/device/tegrastats/); ``tegrastats.input_rail``
+names the one that measures the whole board, when the board has one. Energy per inference is worked
+out on the host from the window's mean power, its wall time and the images it ran.
+"""
+
+import shutil
+import subprocess
+import threading
+import time
+
+from . import ParseError
+
+
+class PowerSampler(object):
+    def __init__(self, process):
+        self.process = process
+        self.lines = []  # (monotonic time, line)
+        self.started = 0
+        self.started_at = time.monotonic()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    @classmethod
+    def start_if_available(cls, interval_ms=100):
+        """A running sampler, or None on a machine without tegrastats (not a Jetson)."""
+        exe = shutil.which("tegrastats")
+        if exe is None:
+            return None
+        try:
+            process = subprocess.Popen([exe, "--interval", str(int(interval_ms))], stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL)
+        except OSError:
+            return None
+        return cls(process)
+
+    def _read(self):
+        for raw in iter(self.process.stdout.readline, b""):
+            self.lines.append((time.monotonic(), raw.decode("utf-8", "replace").strip()))
+
+    def mark(self):
+        """Start a window (the next batch size)."""
+        self.started = len(self.lines)
+        self.started_at = time.monotonic()
+
+    def window(self):
+        """Mean power per rail over the samples since ``mark``: {samples, seconds, rails_mw, input_rail}."""
+        from .tegrastats import input_rail, parse_line
+
+        seconds = time.monotonic() - self.started_at
+        sums, count, bad = {}, 0, 0
+        for _, line in self.lines[self.started:]:
+            try:
+                parsed = parse_line(line)
+            except ParseError:
+                bad += 1
+                continue
+            count += 1
+            for rail, value in parsed.get("rails_mw", {}).items():
+                sums[rail] = sums.get(rail, 0) + value["now"]
+        rails = {rail: total / float(count) for rail, total in sums.items()} if count else {}
+        return {"samples": count, "unparsed": bad, "seconds": seconds, "rails_mw": rails,
+                "input_rail": input_rail(rails) if rails else None}
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()

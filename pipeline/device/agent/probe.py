@@ -1,0 +1,196 @@
+"""The board's identity: what ``deploy device probe`` prints and what the engine cache key holds.
+
+Each fact comes from the file or command listed in shared/reference/device/identity/ and is ``None``
+when the machine does not have it (a workstation has no /etc/nv_tegra_release); ``sources`` says
+where each came from and ``problems`` why a fact is missing, so a half-configured board is visible.
+"""
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+from . import ParseError
+
+
+def probe(root="/"):
+    """Everything the host needs to know about this machine (``root`` lets tests use a captured tree)."""
+    facts = {"python": platform.python_version(), "executable": sys.executable, "machine": platform.machine(),
+             "hostname": platform.node(), "problems": [], "sources": {}}
+    _identity(facts, root)
+    _power(facts)
+    facts["tensorrt"] = _module_version("tensorrt", facts)
+    facts["onnxruntime"] = _module_version("onnxruntime", facts)
+    facts["numpy"] = _module_version("numpy", facts)
+    facts["uff_converter"] = has_module("uff")
+    facts["cuda_python"] = has_module("pycuda") or has_module("cuda")
+    facts["cuda"] = _cuda_version(root, facts)
+    facts["cudnn"] = _cudnn_version(root, facts)
+    facts["memory_mb"] = _meminfo(root)
+    facts["temperatures_c"] = _temperatures(root)
+    facts["tegrastats"] = shutil.which("tegrastats") is not None
+    return facts
+
+
+def _read(root, path):
+    try:
+        with open(os.path.join(root, path.lstrip("/")), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return None
+
+
+def _identity(facts, root):
+    from .identity import jetpack_for_l4t, parse_device_tree_model, parse_nv_tegra_release
+
+    facts["l4t"] = facts["jetpack"] = facts["model"] = facts["board"] = None
+    text = _read(root, "/etc/nv_tegra_release")
+    if text is None:
+        facts["problems"].append("no /etc/nv_tegra_release: not a Jetson (or a container without the host's file)")
+    else:
+        try:
+            release = parse_nv_tegra_release(text)
+        except ParseError as e:
+            facts["problems"].append("/etc/nv_tegra_release: {}".format(e))
+        else:
+            if release.get("synthetic"):
+                facts["problems"].append("/etc/nv_tegra_release is a container's synthetic file (GCID 12345678)")
+            facts["l4t"] = release["l4t"]
+            facts["jetpack"] = jetpack_for_l4t(release["l4t"])
+            facts["sources"]["l4t"] = "/etc/nv_tegra_release"
+    text = _read(root, "/proc/device-tree/model")
+    if text is not None:
+        try:
+            model = parse_device_tree_model(text)
+        except ParseError as e:
+            facts["problems"].append("/proc/device-tree/model: {}".format(e))
+        else:
+            facts["model"] = model["model"]
+            facts["board"] = model["board"]
+            facts["sources"]["board"] = "/proc/device-tree/model"
+
+
+def _run(argv):
+    """(exit code, output) of a board command, or None when it is not installed."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 1, str(e)
+    return res.returncode, res.stdout.decode("utf-8", "replace")
+
+
+def _power(facts):
+    from .identity import parse_jetson_clocks_show, parse_nvpmodel_q
+
+    facts["power_mode"] = facts["clocks_locked"] = None
+    ran = _run(["nvpmodel", "-q"])
+    if ran is not None:
+        code, out = ran
+        try:
+            facts["power_mode"] = parse_nvpmodel_q(out) if code == 0 else None
+        except ParseError as e:
+            facts["problems"].append("nvpmodel -q: {}".format(e))
+        if code != 0:
+            facts["problems"].append("nvpmodel -q exited {}: {}".format(code, _first_line(out)))
+    ran = _run(["jetson_clocks", "--show"])
+    if ran is not None:
+        code, out = ran
+        if code != 0:
+            facts["problems"].append("jetson_clocks --show exited {} (it needs root: run the agent with sudo, or "
+                                     "allow it in sudoers): {}".format(code, _first_line(out)))
+        else:
+            try:
+                facts["clocks_locked"] = parse_jetson_clocks_show(out)["locked"]
+            except ParseError as e:
+                facts["problems"].append("jetson_clocks --show: {}".format(e))
+
+
+def _first_line(text):
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[0].strip() if lines else "(no output)"
+
+
+def has_module(name):
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _module_version(name, facts):
+    if not has_module(name):
+        return None
+    try:
+        module = __import__(name)
+    except Exception as e:  # a broken install (e.g. TensorRT < 8.6 with numpy >= 1.24) is a fact to show
+        facts["problems"].append("import {} failed: {}".format(name, " ".join(str(e).split())[:200]))
+        return None
+    return getattr(module, "__version__", None)
+
+
+def _cuda_version(root, facts):
+    text = _read(root, "/usr/local/cuda/version.json")
+    if text is not None:
+        match = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([0-9.]+)"', text)
+        if match:
+            return match.group(1)
+    text = _read(root, "/usr/local/cuda/version.txt")
+    if text is not None:
+        match = re.search(r"CUDA Version ([0-9.]+)", text)
+        if match:
+            return match.group(1)
+    ran = _run(["nvcc", "--version"]) or _run(["/usr/local/cuda/bin/nvcc", "--version"])
+    if ran is not None and ran[0] == 0:
+        match = re.search(r"release ([0-9.]+)", ran[1])
+        if match:
+            return match.group(1)
+    return None
+
+
+def _cudnn_version(root, facts):
+    for path in ("/usr/include/cudnn_version.h", "/usr/include/aarch64-linux-gnu/cudnn_version_v8.h",
+                 "/usr/include/aarch64-linux-gnu/cudnn_version_v9.h", "/usr/include/cudnn.h"):
+        text = _read(root, path)
+        if text is None:
+            continue
+        parts = [re.search(r"#define CUDNN_{}\s+(\d+)".format(k), text) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
+        if all(parts):
+            return ".".join(p.group(1) for p in parts)
+    return None
+
+
+def _meminfo(root):
+    text = _read(root, "/proc/meminfo")
+    if text is None:
+        return None
+    values = dict(re.findall(r"^(\w+):\s+(\d+) kB", text, re.M))
+    if "MemTotal" not in values:
+        return None
+    available = values.get("MemAvailable", values.get("MemFree"))
+    return {"total": int(values["MemTotal"]) // 1024, "available": int(available) // 1024 if available else None}
+
+
+def _temperatures(root):
+    base = os.path.join(root, "sys/class/thermal")
+    temps = {}
+    try:
+        zones = sorted(z for z in os.listdir(base) if z.startswith("thermal_zone"))
+    except OSError:
+        return temps
+    for zone in zones:
+        kind = _read(root, "/sys/class/thermal/{}/type".format(zone))
+        value = _read(root, "/sys/class/thermal/{}/temp".format(zone))
+        try:
+            milli = int((value or "").strip())
+        except ValueError:
+            continue
+        if milli <= -40000:  # absent-sensor sentinels (e.g. -256000 on some boards)
+            continue
+        temps[(kind or zone).strip()] = milli / 1000.0
+    return temps

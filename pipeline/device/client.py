@@ -1,0 +1,100 @@
+"""The host's view of a device: one transport per run, the board's identity asked once, and the
+check that the board is the one the target file describes.
+
+    device = device_for(config, progress)     # memoised per config for the run
+    device.ping()                              # {python, has: {tensorrt, onnxruntime, numpy, uff}} (fast)
+    device.probe()                             # the full identity (pipeline/device/agent/probe.py)
+    device.check_tensorrt(target)              # error (or warning) when the board's TensorRT differs
+"""
+
+import atexit
+
+from pipeline.device.errors import DeviceError
+from pipeline.device.transport import open_transport
+
+_OPEN = {}
+
+
+def device_for(config, progress=None):
+    """The Device of ``config.device`` (one per config object and process; closed at exit)."""
+    key = id(config.device)
+    device = _OPEN.get(key)
+    if device is None:
+        device = Device(config.device, progress)
+        _OPEN[key] = device
+    elif progress is not None:
+        device.transport.progress = progress
+    return device
+
+
+@atexit.register
+def close_all():
+    for device in _OPEN.values():
+        device.transport.close()
+    _OPEN.clear()
+
+
+class Device:
+    def __init__(self, cfg, progress=None):
+        self.cfg = cfg
+        self.transport = open_transport(cfg, progress)
+        self._ping = None
+        self._probe = None
+
+    def describe(self):
+        return self.transport.describe()
+
+    def call(self, request, timeout=None, what=None):
+        return self.transport.call(request, timeout=timeout, what=what)
+
+    def ping(self):
+        if self._ping is None:
+            self._ping = self.call({"command": "ping"}, timeout=60, what="ping")
+        return self._ping
+
+    def probe(self):
+        if self._probe is None:
+            self._probe = self.call({"command": "probe"}, timeout=120, what="probe")
+        return self._probe
+
+    def has(self, module):
+        return bool(self.ping().get("has", {}).get(module))
+
+    def backend(self):
+        """The backend the benchmark uses there: device.backend, or auto's choice."""
+        if self.cfg.backend != "auto":
+            if self.cfg.backend == "tensorrt" and not self.has("tensorrt"):
+                raise DeviceError("device.backend is tensorrt but TensorRT's Python bindings are not on {} ({}); "
+                                  "install python3-libnvinfer there, or set device.backend: onnxruntime".format(
+                                      self.describe(), self.ping().get("executable")))
+            return self.cfg.backend
+        return "tensorrt" if self.has("tensorrt") else "onnxruntime"
+
+    def check_tensorrt(self, target, warn=None):
+        """The board's TensorRT against the target file's: an error, or a warning string with
+        ``device.on_version_mismatch: warn``; None when they agree."""
+        found = self.probe().get("tensorrt")
+        expected = target.tensorrt
+        if not found or not expected or same_version(found, expected):
+            return None
+        message = ("the board {} has TensorRT {} but target {} says {} (JetPack {}): an engine is only valid for the "
+                   "TensorRT it was built with; pick the target that matches the board (deploy device probe), or set "
+                   "device.on_version_mismatch: warn".format(self.describe(), found, target.name, expected, target.jetpack))
+        if self.cfg.on_version_mismatch == "warn":
+            if warn is not None:
+                warn("warning: " + message)
+            return message
+        raise DeviceError(message)
+
+
+def same_version(found, expected):
+    """'8.2.1.8' matches '8.2.1' and '8.2'; '8.5.2' does not match '8.2.1'."""
+    want = str(expected).split(".")
+    return str(found).split(".")[:len(want)] == want
+
+
+def fingerprint(probe):
+    """The facts that make a benchmark's numbers what they are (stored in benchmark.json)."""
+    keys = ("board", "model", "l4t", "jetpack", "tensorrt", "cuda", "cudnn", "python", "power_mode", "clocks_locked",
+            "hostname", "machine")
+    return {k: probe.get(k) for k in keys}

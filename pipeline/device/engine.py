@@ -1,0 +1,132 @@
+"""The engine stage's work on the host side: send the ONNX model (and int8 calibration images) to
+the device, have the agent build there, fetch the engine and its log back.
+
+The runner's cache key already holds the ONNX model's sha256, the target (TensorRT version, board),
+the stage's options (precision, workspace, profile, DLA, builder) and the dataset fingerprint
+(calibration images); the device keeps a timing cache per board and TensorRT version and a
+calibration cache per model and image set, so a rebuild is faster and int8 calibrates once.
+"""
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+from pipeline.device.client import device_for, fingerprint
+from pipeline.errors import DeployError
+
+ENGINE_SUFFIX = ".engine"
+
+
+def onnx_inputs(path):
+    """[(name, dims)] of the ONNX model's graph inputs (initializers excluded); dims None where dynamic."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    found = []
+    for value in model.graph.input:
+        if value.name in inits:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+        found.append((value.name, dims))
+    return found
+
+
+def profile_for(inputs, opts, batch_sizes):
+    """The optimisation profile: batch 1 .. max_batch_size, tuned for the largest benchmarked batch."""
+    biggest = max(batch_sizes) if batch_sizes else opts.max_batch_size
+    if biggest > opts.max_batch_size:
+        raise DeployError("stages.engine.max_batch_size is {} but stages.benchmark.batch_sizes has {}: the engine's "
+                          "profile must cover it; raise max_batch_size".format(opts.max_batch_size, biggest))
+    profile = {}
+    for name, dims in inputs:
+        if not dims:
+            continue
+        rest = dims[1:]
+        if any(d is None for d in rest):
+            raise DeployError("the ONNX model's input {} has dynamic non-batch dims {}; export with a fixed input size "
+                              "to build an engine".format(name, dims))
+        if dims[0] is not None:  # a fixed batch: the profile is that shape
+            profile[name] = {k: list(dims) for k in ("min", "opt", "max")}
+        else:
+            profile[name] = {"min": [1] + rest, "opt": [biggest] + rest, "max": [opts.max_batch_size] + rest}
+    return profile
+
+
+def build_engine(ctx, onnx_path):
+    opts, target = ctx.options, ctx.target
+    device = device_for(ctx.config, ctx.progress)
+    device.check_tensorrt(target, warn=ctx.progress.log)
+    probe = device.probe()
+    if opts.dla_core is not None and not target.dla_cores:
+        raise DeployError("stages.engine.dla_core: {} has no DLA cores; remove dla_core".format(target.name))
+    bench = ctx.config.stages.benchmark
+    inputs = onnx_inputs(onnx_path)
+    profile = profile_for(inputs, opts, list(bench.batch_sizes) if bench is not None else [])
+    transport = device.transport
+    remote_onnx = transport.send(onnx_path)
+    board = (probe.get("board") or target.name) + "-trt" + str(probe.get("tensorrt"))
+    tag = hashlib.sha256(json.dumps([remote_onnx, opts.model_dump(mode="json"), board], sort_keys=True).encode()).hexdigest()[:16]
+    request = {
+        "command": "build", "onnx": remote_onnx, "precision": opts.precision, "workspace_mb": opts.workspace_mb,
+        "profile": profile, "dla_core": opts.dla_core,
+        "engine": "{}/out/{}{}".format(transport.work, tag, ENGINE_SUFFIX),
+        "log": "{}/out/{}.log".format(transport.work, tag),
+        "timing_cache": "{}/cache/timing-{}.cache".format(transport.work, board),
+    }
+    transport.exec("mkdir -p {w}/out {w}/cache".format(w=transport.work), what="preparing the work folder")
+    if opts.precision == "int8":
+        request["calibration"] = _calibration(ctx, transport, inputs, remote_onnx)
+    ctx.progress.log("engine: building {} {} on {} (TensorRT {})".format(
+        Path(onnx_path).name, opts.precision, device.describe(), probe.get("tensorrt")))
+    result = device.call(request, what="the engine build")
+    out = ctx.output("engine")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    transport.fetch(request["engine"], out)
+    try:
+        transport.fetch(request["log"], ctx.out_dir / "build.log")
+    except DeployError:
+        pass  # the log is a convenience; the engine and its manifest are what count
+    result["device"] = fingerprint(probe)
+    result["profile"] = profile
+    (ctx.out_dir / "engine.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    fallback = result.get("dla_fallback_layers") or []
+    return {
+        "summary": "{} engine, {:.1f} MB, built in {:.1f} s on {}{}".format(
+            opts.precision, result.get("engine_bytes", 0) / 1e6, result.get("build_s", 0), device.describe(),
+            ", {} layers fell back to GPU".format(len(fallback)) if opts.dla_core is not None else ""),
+        "tensorrt": result.get("tensorrt_version"),
+        "build_s": result.get("build_s"),
+        "engine_bytes": result.get("engine_bytes"),
+        "board": probe.get("board"),
+    }
+
+
+def _calibration(ctx, transport, inputs, remote_onnx):
+    """Dataset images (preprocessed as at export: float32 NHWC 0..255, what the model's input takes) on the device."""
+    import numpy as np
+
+    from pipeline.data.dataset import dataset_samples
+
+    opts = ctx.options
+    if len(inputs) != 1 or len(inputs[0][1]) != 4:
+        raise DeployError("stages.engine.precision int8 needs one image input (NHWC); the model has {}".format(
+            ", ".join(n for n, _ in inputs)))
+    name, dims = inputs[0]
+    images, source = dataset_samples(ctx.config, opts.calibration_images, (dims[1], dims[2]))
+    if not source.startswith("dataset"):
+        raise DeployError("stages.engine.precision int8 calibrates on dataset images, and the config has none; set "
+                          "dataset.path (random pixels would give a useless calibration)")
+    batch = min(8, opts.max_batch_size)
+    if len(images) < batch:
+        raise DeployError("int8 calibration: the dataset has {} images, fewer than one calibration batch ({}); add "
+                          "images or lower stages.engine.max_batch_size".format(len(images), batch))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "calibration.npy"
+        np.save(path, np.ascontiguousarray(images, dtype=np.float32))
+        remote_images = transport.send(path)
+    key = hashlib.sha256((remote_onnx + remote_images).encode()).hexdigest()[:16]
+    ctx.progress.log("engine: int8 calibration on {} images ({})".format(len(images), source))
+    return {"images": remote_images, "cache": "{}/cache/calibration-{}.cache".format(transport.work, key),
+            "batch_size": batch, "input": name}

@@ -1,0 +1,306 @@
+"""Reaching the device: the agent runs on this machine (``local``) or on a board over the system's
+``ssh``/``scp`` (``ssh``), behind one interface.
+
+- ``call(request)``: run the agent with a JSON request; its progress lines go to ``progress``.
+- ``send(path)``: a file into the device's blob store, named by its sha256 — sent only when absent.
+- ``fetch(remote, local)``: a file back (written to a temporary name, then renamed).
+
+SSH runs with ``BatchMode=yes`` (never a password prompt), ``StrictHostKeyChecking=yes`` (an unknown
+or changed host key is an error, not a silent accept) and a shared master connection
+(``ControlMaster``/``ControlPersist``), so the many short calls of a run pay the handshake once.
+Every failure becomes a one-line ``DeviceError`` saying what to do.
+"""
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from pipeline.device.errors import DeviceError, classify_ssh_failure
+from pipeline.files import sha256_path
+
+AGENT_DIR = Path(__file__).resolve().parent / "agent"
+AGENT_PACKAGE = "deploy_agent"
+
+
+def agent_files():
+    """(relative name, bytes) of the agent's sources, in a fixed order."""
+    return [(p.name, p.read_bytes()) for p in sorted(AGENT_DIR.glob("*.py"))]
+
+
+def agent_digest():
+    h = hashlib.sha256()
+    for name, data in agent_files():
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()[:16]
+
+
+class Transport:
+    """What both transports share: the work folder layout and the agent call."""
+
+    kind = "?"
+
+    def __init__(self, cfg, progress=None):
+        self.cfg = cfg
+        self.progress = progress
+        self.work = cfg.work_dir.rstrip("/")
+        self.agent_home = "{}/agent-{}".format(self.work, agent_digest())
+        self._agent_ready = False
+
+    # -- what a transport implements
+    def exec(self, command, stdin=None, timeout=None, what="a command"):
+        raise NotImplementedError
+
+    def _copy_to(self, local, remote):
+        raise NotImplementedError
+
+    def _copy_from(self, remote, local):
+        raise NotImplementedError
+
+    # -- shared
+    def describe(self):
+        raise NotImplementedError
+
+    def ensure_agent(self):
+        """Install the agent once per agent version (a folder named by the hash of its sources)."""
+        if self._agent_ready:
+            return
+        marker = "{}/{}/.complete".format(self.agent_home, AGENT_PACKAGE)
+        res = self.exec("test -f {}".format(shlex.quote(marker)), what="looking for the agent")
+        if res.returncode != 0:
+            self._install_agent()
+        self._agent_ready = True
+
+    def _install_agent(self):
+        import io
+        import tarfile
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for name, data in agent_files() + [(".complete", b"")]:
+                info = tarfile.TarInfo("{}/{}".format(AGENT_PACKAGE, name))
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                tar.addfile(info, io.BytesIO(data))
+        tmp = "{}.tmp{}".format(self.agent_home, os.getpid())
+        script = "set -e; rm -rf {t}; mkdir -p {t}; tar -xf - -C {t}; rm -rf {h}; mv {t} {h}".format(
+            t=shlex.quote(tmp), h=shlex.quote(self.agent_home))
+        res = self.exec(script, stdin=buffer.getvalue(), what="installing the agent")
+        if res.returncode != 0:
+            raise DeviceError("could not install the deploy agent in {} on {}: {}; check device.work_dir".format(
+                self.agent_home, self.describe(), _last_line(res.stderr)))
+
+    def call(self, request, timeout=None, what=None):
+        """The agent's answer to ``request`` (its ``result``), or a DeviceError."""
+        self.ensure_agent()
+        what = what or request.get("command", "a request")
+        command = "cd {} && exec {} -m {}".format(shlex.quote(self.agent_home), shlex.quote(self.cfg.python), AGENT_PACKAGE)
+        res = self.exec(command, stdin=json.dumps(request).encode(), timeout=timeout, what=what, stream=True)
+        lines = [line for line in res.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+        if res.returncode == 127 or (res.returncode != 0 and "No module named" in res.stderr):
+            raise DeviceError("device.python: {} could not run the agent on {} ({}); set device.python to the "
+                              "board's Python 3.6+".format(self.cfg.python, self.describe(), _last_line(res.stderr)))
+        if not lines:
+            raise DeviceError("the agent on {} gave no answer to {} (exit {}): {}".format(
+                self.describe(), what, res.returncode, _last_line(res.stderr)))
+        try:
+            answer = json.loads(lines[-1])
+        except ValueError:
+            raise DeviceError("the agent on {} answered {} with something that is not JSON: {}".format(
+                self.describe(), what, lines[-1][:200]))
+        if not answer.get("ok"):
+            from pipeline.device.errors import agent_failure
+
+            raise agent_failure(answer, self.describe(), what)
+        return answer["result"]
+
+    def blob_path(self, digest, suffix):
+        return "{}/blobs/{}{}".format(self.work, digest, suffix)
+
+    def send(self, path, suffix=None):
+        """The device path of ``path``'s content (sent only when the board does not have it yet)."""
+        return self.send_many([(Path(path), suffix)])[0]
+
+    def send_many(self, items):
+        """Device paths for [(local path, suffix or None)]; one round trip finds what is missing."""
+        entries = []
+        for path, suffix in items:
+            path = Path(path)
+            entries.append((path, self.blob_path(sha256_path(path), suffix if suffix is not None else path.suffix)))
+        listing = " ".join(shlex.quote(remote) for _, remote in entries)
+        res = self.exec("mkdir -p {}/blobs && for f in {}; do [ -e \"$f\" ] || echo \"$f\"; done".format(
+            shlex.quote(self.work), listing), what="listing the device's files")
+        if res.returncode != 0:
+            raise DeviceError("cannot use device.work_dir {} on {}: {}".format(self.work, self.describe(),
+                                                                               _last_line(res.stderr)))
+        missing = set(res.stdout.decode().split())
+        for path, remote in entries:
+            if remote in missing:
+                self._log("device: sending {} ({})".format(path.name, _size(path)))
+                tmp = "{}.part{}".format(remote, os.getpid())
+                self._copy_to(path, tmp)
+                moved = self.exec("mv {} {}".format(shlex.quote(tmp), shlex.quote(remote)), what="storing " + path.name)
+                if moved.returncode != 0:
+                    raise DeviceError("could not store {} on {}: {}".format(path.name, self.describe(),
+                                                                            _last_line(moved.stderr)))
+        return [remote for _, remote in entries]
+
+    def fetch(self, remote, local):
+        """Copy a device file to ``local`` (atomically: a temporary name, then a rename)."""
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(local.name + ".part")
+        self._copy_from(remote, tmp)
+        os.replace(tmp, local)
+        return local
+
+    def _log(self, message):
+        if self.progress is not None:
+            self.progress.log(message)
+
+    def close(self):
+        pass
+
+
+class LocalTransport(Transport):
+    """The agent on this machine: a Jetson runner, or the host with ONNX Runtime."""
+
+    kind = "local"
+
+    def __init__(self, cfg, progress=None):
+        super().__init__(cfg, progress)
+        self.work = str(Path(os.path.expanduser(cfg.work_dir)).resolve())
+        self.agent_home = "{}/agent-{}".format(self.work, agent_digest())
+
+    def describe(self):
+        return "this machine (device.transport: local)"
+
+    def exec(self, command, stdin=None, timeout=None, what="a command", stream=False):
+        return _run(["sh", "-c", command], stdin, timeout, what, self, stream)
+
+    def _copy_to(self, local, remote):
+        shutil.copyfile(local, remote)
+
+    def _copy_from(self, remote, local):
+        try:
+            shutil.copyfile(remote, local)
+        except OSError as e:
+            raise DeviceError("could not read {}: {}".format(remote, e.strerror))
+
+
+class SshTransport(Transport):
+    """The agent on a board, through the system's ssh and scp."""
+
+    kind = "ssh"
+
+    def __init__(self, cfg, progress=None):
+        super().__init__(cfg, progress)
+        if self.work.startswith("~/"):  # relative to the login's home: ssh starts there (a quoted ~ would not expand)
+            self.work = self.work[2:]
+            self.agent_home = "{}/agent-{}".format(self.work, agent_digest())
+        self.control_dir = tempfile.mkdtemp(prefix="deploy-ssh-")
+        options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout={}".format(
+            int(cfg.connect_timeout_s)), "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+            "-o", "ControlMaster=auto", "-o", "ControlPath={}/%C".format(self.control_dir),
+            "-o", "ControlPersist=120", "-o", "LogLevel=ERROR"]
+        if cfg.identity_file:
+            options += ["-o", "IdentitiesOnly=yes", "-i", os.path.expanduser(cfg.identity_file)]
+        if cfg.known_hosts_file:
+            options += ["-o", "UserKnownHostsFile={}".format(os.path.expanduser(cfg.known_hosts_file))]
+        self.options = options
+        self.destination = "{}@{}".format(cfg.user, cfg.host) if cfg.user else cfg.host
+
+    def describe(self):
+        return "{}:{}".format(self.destination, self.cfg.port)
+
+    def exec(self, command, stdin=None, timeout=None, what="a command", stream=False):
+        argv = ["ssh"] + self.options + ["-p", str(self.cfg.port), self.destination, command]
+        res = _run(argv, stdin, timeout, what, self, stream)
+        if res.returncode == 255:
+            raise classify_ssh_failure(res.stderr, self, what)
+        return res
+
+    def _scp(self, source, dest, what):
+        argv = ["scp", "-q"] + self.options + ["-P", str(self.cfg.port), source, dest]
+        res = _run(argv, None, None, what, self, False)
+        if res.returncode != 0:
+            raise classify_ssh_failure(res.stderr, self, what)
+
+    def _copy_to(self, local, remote):
+        self._scp(str(local), "{}:{}".format(self.destination, remote), "sending " + Path(local).name)
+
+    def _copy_from(self, remote, local):
+        self._scp("{}:{}".format(self.destination, remote), str(local), "fetching " + remote.rsplit("/", 1)[-1])
+
+    def close(self):
+        """Stop the master connection and remove its socket folder."""
+        subprocess.run(["ssh", "-o", "ControlPath={}/%C".format(self.control_dir), "-O", "exit", "-p",
+                        str(self.cfg.port), self.destination], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.control_dir, ignore_errors=True)
+
+
+class Result:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _run(argv, stdin, timeout, what, transport, stream):
+    """Run ``argv``; stderr lines from the agent (``deploy-agent: ...``) go to the progress log as they come."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as e:
+        raise DeviceError("cannot run {} for {}: {}; install it (apt install openssh-client)".format(
+            argv[0], what, e.strerror))
+    errors, chunks = [], []
+
+    def read_stderr():
+        for raw in iter(proc.stderr.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip()
+            if stream and line.startswith("deploy-agent: "):
+                transport._log("device: " + line[len("deploy-agent: "):])
+            else:
+                errors.append(line)
+
+    readers = [threading.Thread(target=read_stderr, daemon=True),
+               threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        try:
+            if stdin:
+                proc.stdin.write(stdin)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # the command ended without reading: its exit code and stderr say why
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise DeviceError("{} on {} took longer than {} s; check the board (tegrastats) and re-run".format(
+            what, transport.describe(), timeout))
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    for reader in readers:
+        reader.join()
+    out = b"".join(chunks)
+    return Result(proc.returncode, out, "\n".join(errors))
+
+
+def _last_line(text):
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def _size(path):
+    n = Path(path).stat().st_size
+    return "{:.1f} MB".format(n / 1e6) if n >= 1e5 else "{} bytes".format(n)
+
+
+def open_transport(cfg, progress=None):
+    return SshTransport(cfg, progress) if cfg.transport == "ssh" else LocalTransport(cfg, progress)
