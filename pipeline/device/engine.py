@@ -70,7 +70,7 @@ def build_engine(ctx, onnx_path):
     tag = hashlib.sha256(json.dumps([remote_onnx, opts.model_dump(mode="json"), board], sort_keys=True).encode()).hexdigest()[:16]
     request = {
         "command": "build", "onnx": remote_onnx, "precision": opts.precision, "workspace_mb": opts.workspace_mb,
-        "profile": profile, "dla_core": opts.dla_core,
+        "profile": profile, "dla_core": opts.dla_core, "builder": opts.builder, "tensorrt": probe.get("tensorrt"),
         "engine": "{}/out/{}{}".format(transport.work, tag, ENGINE_SUFFIX),
         "log": "{}/out/{}.log".format(transport.work, tag),
         "timing_cache": "{}/cache/timing-{}.cache".format(transport.work, board),

@@ -31,7 +31,9 @@ def ping(request):
 def probe(request):
     from .probe import probe as run_probe
 
-    return run_probe(root=request.get("root") or "/")
+    # DEPLOY_DEVICE_ROOT: read the identity files of a board root file system mounted elsewhere (an SD card
+    # image, a captured tree in the tests); the commands (nvpmodel, jetson_clocks) still run from PATH
+    return run_probe(root=request.get("root") or os.environ.get("DEPLOY_DEVICE_ROOT") or "/")
 
 
 def _numpy():
@@ -141,12 +143,16 @@ def describe(request):
 
 
 def build(request):
-    """Build a TensorRT engine from an ONNX model (trt_engine.build_onnx); the engine stays on the device."""
-    from .trt_engine import EngineError, build_onnx
-
+    """Build a TensorRT engine from an ONNX model (trt_engine.build_onnx, or trtexec); the engine stays on the device."""
     onnx_path = _require(request, "onnx")
     if not os.path.exists(onnx_path):
         raise AgentError("missing-file", "{} is not on the device (it is sent before each build; re-run)".format(onnx_path))
+    if request.get("builder") == "trtexec":
+        from .trtexec_build import build as build_with_trtexec
+
+        return build_with_trtexec(request)
+    from .trt_engine import EngineError, build_onnx
+
     try:
         return build_onnx(onnx_path, _require(request, "engine"), request.get("precision", "fp16"),
                           request.get("workspace_mb", 1024), request.get("profile") or {},

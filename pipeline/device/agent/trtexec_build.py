@@ -1,0 +1,99 @@
+"""``stages.engine.builder: trtexec``: build with NVIDIA's trtexec instead of the Python API — an
+alternative where the bindings are broken, and a cross-check of the Python build (trtexec times the
+engine it built; its summary is parsed by ``trtexec.parse_log`` for every format from 7.x to 10.x).
+
+Flags by TensorRT version (shared/reference/device/trtexec/README.md): ``--workspace=MB`` up to 8.x,
+``--memPoolSize=workspace:MB`` from 8.4 (``--workspace`` is gone in 10.0); shapes as
+``name:1x32x32x3``; ``--timingCacheFile`` from 8.0; DLA with ``--useDLACore=N --allowGPUFallback``.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+
+from . import AgentError, ParseError, say
+
+CANDIDATES = ("/usr/src/tensorrt/bin/trtexec", "/usr/local/bin/trtexec")
+
+
+def find_trtexec(explicit=None):
+    for path in [explicit, shutil.which("trtexec")] + list(CANDIDATES):
+        if path and os.path.exists(path):
+            return path
+    raise AgentError("no-trtexec", "trtexec is not on this device (JetPack puts it in /usr/src/tensorrt/bin); "
+                                   "set stages.engine.builder: python")
+
+
+def _version(text):
+    try:
+        return tuple(int(x) for x in str(text).split(".")[:2])
+    except ValueError:
+        return (8, 0)
+
+
+def _dims(shape):
+    return "x".join(str(d) for d in shape)
+
+
+def command(exe, request, engine_tmp):
+    """The trtexec argv for a build request (see the module docstring for the flags per version)."""
+    version = _version(request.get("tensorrt") or "8.0")
+    argv = [exe, "--onnx=" + request["onnx"], "--saveEngine=" + engine_tmp]
+    profile = request.get("profile") or {}
+    if profile:
+        for key, flag in (("min", "--minShapes="), ("opt", "--optShapes="), ("max", "--maxShapes=")):
+            argv.append(flag + ",".join("{}:{}".format(name, _dims(p[key])) for name, p in sorted(profile.items())))
+    if version < (10, 0) and not profile:
+        argv.append("--explicitBatch")
+    workspace = int(request.get("workspace_mb", 1024))
+    argv.append("--memPoolSize=workspace:{}M".format(workspace) if version >= (8, 4) else "--workspace={}".format(workspace))
+    precision = request.get("precision", "fp16")
+    if precision == "fp16":
+        argv.append("--fp16")
+    elif precision == "int8":
+        calibration = request.get("calibration") or {}
+        cache = calibration.get("cache")
+        if not cache or not os.path.exists(cache):
+            raise AgentError("build-failed", "trtexec cannot calibrate from images: int8 with builder trtexec needs the "
+                                             "calibration cache of a builder: python build first")
+        argv += ["--int8", "--calib=" + cache]
+    if request.get("dla_core") is not None:
+        argv += ["--useDLACore={}".format(request["dla_core"]), "--allowGPUFallback"]
+    if request.get("timing_cache") and version >= (8, 0):
+        argv.append("--timingCacheFile=" + request["timing_cache"])
+    return argv
+
+
+def build(request):
+    from .trtexec import parse_log
+
+    exe = find_trtexec(request.get("trtexec"))
+    engine = request["engine"]
+    tmp = engine + ".tmp"
+    argv = command(exe, request, tmp)
+    say("trtexec: " + " ".join(argv[1:]))
+    started = time.time()
+    res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    text = res.stdout.decode("utf-8", "replace")
+    if request.get("log"):
+        with open(request["log"], "w") as f:
+            f.write(text)
+    try:
+        parsed = parse_log(text)
+    except ParseError as e:
+        parsed = {"summary": None, "errors": ["trtexec output not understood: {}".format(e)]}
+    if res.returncode != 0 or not os.path.exists(tmp):
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        errors = parsed.get("errors") or [line for line in text.splitlines() if line.strip()][-1:]
+        raise AgentError("build-failed", "trtexec exited {}: {}".format(res.returncode, errors[-1] if errors else "no output"))
+    os.replace(tmp, engine)
+    with open(engine, "rb") as f:
+        data = f.read()
+    return {"builder": "trtexec", "tensorrt_version": parsed.get("tensorrt_version"), "precision": request.get("precision"),
+            "build_s": time.time() - started, "engine_bytes": len(data),
+            "engine_sha256": hashlib.sha256(data).hexdigest(), "trtexec": {"command": argv[1:], "summary": parsed.get("summary"),
+                                                                          "warnings": parsed.get("warnings", [])},
+            "dla_core": request.get("dla_core"), "dla_fallback_layers": None}
