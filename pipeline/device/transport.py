@@ -51,6 +51,7 @@ class Transport:
         self.work = cfg.work_dir.rstrip("/")
         self.agent_home = "{}/agent-{}".format(self.work, agent_digest())
         self._agent_ready = False
+        self._agent = None
 
     # -- what a transport implements
     def exec(self, command, stdin=None, timeout=None, what="a command"):
@@ -95,28 +96,31 @@ class Transport:
                 self.agent_home, self.describe(), _last_line(res.stderr)))
 
     def call(self, request, timeout=None, what=None):
-        """The agent's answer to ``request`` (its ``result``), or a DeviceError."""
+        """The agent's answer to ``request`` (its ``result``), or a DeviceError.
+
+        One agent process serves the whole run (``--serve``: a JSON line in, a JSON line out), so a
+        call costs the work, not an interpreter start and imports on the board; it keeps models it
+        loaded. It is started on the first call and stopped by ``close``."""
         self.ensure_agent()
         what = what or request.get("command", "a request")
-        command = "cd {} && exec {} -m {}".format(shlex.quote(self.agent_home), shlex.quote(self.cfg.python), AGENT_PACKAGE)
-        res = self.exec(command, stdin=json.dumps(request).encode(), timeout=timeout, what=what, stream=True)
-        lines = [line for line in res.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
-        if res.returncode == 127 or (res.returncode != 0 and "No module named" in res.stderr):
-            raise DeviceError("device.python: {} could not run the agent on {} ({}); set device.python to the "
-                              "board's Python 3.6+".format(self.cfg.python, self.describe(), _last_line(res.stderr)))
-        if not lines:
-            raise DeviceError("the agent on {} gave no answer to {} (exit {}): {}".format(
-                self.describe(), what, res.returncode, _last_line(res.stderr)))
-        try:
-            answer = json.loads(lines[-1])
-        except ValueError:
-            raise DeviceError("the agent on {} answered {} with something that is not JSON: {}".format(
-                self.describe(), what, lines[-1][:200]))
+        if self._agent is None or self._agent.poll() is not None:
+            command = "cd {} && exec {} -m {} --serve".format(shlex.quote(self.agent_home), shlex.quote(self.cfg.python),
+                                                              AGENT_PACKAGE)
+            self._agent = AgentProcess(self._argv(command), self)
+        answer = self._agent.ask(request, timeout, what)
         if not answer.get("ok"):
             from pipeline.device.errors import agent_failure
 
             raise agent_failure(answer, self.describe(), what)
         return answer["result"]
+
+    def agent_exited(self, code, stderr, what):
+        """The error for an agent process that ended without answering."""
+        if code == 127 or "No module named" in stderr or "not found" in stderr:
+            return DeviceError("device.python: {} could not run the agent on {} ({}); set device.python to the "
+                               "board's Python 3.6+".format(self.cfg.python, self.describe(), _last_line(stderr)))
+        return DeviceError("the agent on {} ended during {} (exit {}): {}".format(self.describe(), what, code,
+                                                                                 _last_line(stderr)))
 
     def blob_path(self, digest, suffix):
         return "{}/blobs/{}{}".format(self.work, digest, suffix)
@@ -163,7 +167,12 @@ class Transport:
             self.progress.log(message)
 
     def close(self):
-        pass
+        self._stop_agent()
+
+    def _stop_agent(self):
+        if self._agent is not None:
+            self._agent.stop()
+            self._agent = None
 
 
 class LocalTransport(Transport):
@@ -179,8 +188,11 @@ class LocalTransport(Transport):
     def describe(self):
         return "this machine (device.transport: local)"
 
+    def _argv(self, command):
+        return ["sh", "-c", command]
+
     def exec(self, command, stdin=None, timeout=None, what="a command", stream=False):
-        return _run(["sh", "-c", command], stdin, timeout, what, self, stream)
+        return _run(self._argv(command), stdin, timeout, what, self, stream)
 
     def _copy_to(self, local, remote):
         shutil.copyfile(local, remote)
@@ -217,12 +229,19 @@ class SshTransport(Transport):
     def describe(self):
         return "{}:{}".format(self.destination, self.cfg.port)
 
+    def _argv(self, command):
+        return ["ssh"] + self.options + ["-p", str(self.cfg.port), self.destination, command]
+
     def exec(self, command, stdin=None, timeout=None, what="a command", stream=False):
-        argv = ["ssh"] + self.options + ["-p", str(self.cfg.port), self.destination, command]
-        res = _run(argv, stdin, timeout, what, self, stream)
+        res = _run(self._argv(command), stdin, timeout, what, self, stream)
         if res.returncode == 255:
             raise classify_ssh_failure(res.stderr, self, what)
         return res
+
+    def agent_exited(self, code, stderr, what):
+        if code == 255:
+            return classify_ssh_failure(stderr, self, what)
+        return super().agent_exited(code, stderr, what)
 
     def _scp(self, source, dest, what):
         argv = ["scp", "-q"] + self.options + ["-P", str(self.cfg.port), source, dest]
@@ -237,10 +256,79 @@ class SshTransport(Transport):
         self._scp("{}:{}".format(self.destination, remote), str(local), "fetching " + remote.rsplit("/", 1)[-1])
 
     def close(self):
-        """Stop the master connection and remove its socket folder."""
+        """Stop the agent, the master connection, and remove its socket folder."""
+        self._stop_agent()
         subprocess.run(["ssh", "-o", "ControlPath={}/%C".format(self.control_dir), "-O", "exit", "-p",
                         str(self.cfg.port), self.destination], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(self.control_dir, ignore_errors=True)
+
+
+class AgentProcess:
+    """A running ``--serve`` agent: one JSON line per request and per answer; its stderr progress
+    lines (``deploy-agent: ...``) go to the progress log as they come."""
+
+    def __init__(self, argv, transport):
+        import queue
+
+        self.transport = transport
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as e:
+            raise DeviceError("cannot run {}: {}; install it (apt install openssh-client)".format(argv[0], e.strerror))
+        self.answers = queue.Queue()
+        self.errors = []
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self.stderr_reader.start()
+
+    def _read_stdout(self):
+        for raw in iter(self.proc.stdout.readline, b""):
+            self.answers.put(raw)
+        self.answers.put(None)
+
+    def _read_stderr(self):
+        for raw in iter(self.proc.stderr.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line.startswith("deploy-agent: "):
+                self.transport._log("device: " + line[len("deploy-agent: "):])
+            elif line:
+                self.errors.append(line)
+
+    def poll(self):
+        return self.proc.poll()
+
+    def ask(self, request, timeout, what):
+        import queue
+
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it ended: the answer queue says so below
+        try:
+            raw = self.answers.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()
+            raise DeviceError("{} on {} took longer than {} s; check the board (tegrastats) and re-run".format(
+                what, self.transport.describe(), timeout))
+        if raw is None:
+            code = self.proc.wait()
+            self.stderr_reader.join(timeout=5)
+            raise self.transport.agent_exited(code, "\n".join(self.errors), what)
+        try:
+            return json.loads(raw.decode("utf-8", "replace"))
+        except ValueError:
+            raise DeviceError("the agent on {} answered {} with something that is not JSON: {}".format(
+                self.transport.describe(), what, raw[:200]))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
 
 
 class Result:

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -31,46 +30,66 @@ def _keygen(path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
+class SshServer:
+    """A real sshd on 127.0.0.1 with generated host and client keys, in folder ``d``: start() / stop()."""
+
+    def __init__(self, d):
+        self.dir = Path(d)
+
+    def start(self):
+        exe = _sshd()
+        if exe is None:
+            raise RuntimeError("sshd is not installed (apt-get install openssh-server)")
+        d = self.dir
+        d.mkdir(parents=True, exist_ok=True)
+        for name in ("host_key", "client_key", "other_key"):
+            _keygen(d / name)
+        (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+        self.port, self.user = _free_port(), getpass.getuser()
+        (d / "sshd_config").write_text("\n".join([
+            "Port {}".format(self.port), "ListenAddress 127.0.0.1", "HostKey {}".format(d / "host_key"),
+            "PidFile {}".format(d / "sshd.pid"), "AuthorizedKeysFile {}".format(d / "authorized_keys"),
+            "StrictModes no", "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+            "PermitRootLogin prohibit-password", "AllowUsers {}".format(self.user), "LogLevel ERROR",
+            "Subsystem sftp internal-sftp", "MaxSessions 50", "MaxStartups 50",
+        ]) + "\n")
+        host_pub = (d / "host_key.pub").read_text().split()
+        (d / "known_hosts").write_text("[127.0.0.1]:{} {} {}\n".format(self.port, host_pub[0], host_pub[1]))
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
+        self.proc = subprocess.Popen([exe, "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.DEVNULL,
+                                     stderr=open(d / "sshd.log", "w"))
+        self.pid = self.proc.pid
+        self.key, self.other_key, self.known_hosts = d / "client_key", d / "other_key", d / "known_hosts"
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("sshd did not start: " + (d / "sshd.log").read_text())
+                time.sleep(0.1)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+
+
 @pytest.fixture(scope="session", name="sshd")
 def sshd_server(tmp_path_factory):
-    """A real sshd on 127.0.0.1 with generated host and client keys; yields what a config needs."""
-    exe = _sshd()
-    if exe is None:
+    """A real sshd on 127.0.0.1 (SshServer); skipped where sshd is missing, except in CI."""
+    if _sshd() is None:
         if os.environ.get("CI"):
             pytest.fail("sshd is not installed; .ci/run installs openssh-server")
         pytest.skip("sshd not installed (apt-get install openssh-server)")
-    d = tmp_path_factory.mktemp("sshd")
-    _keygen(d / "host_key")
-    _keygen(d / "client_key")
-    _keygen(d / "other_key")
-    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
-    port = _free_port()
-    user = getpass.getuser()
-    (d / "sshd_config").write_text("\n".join([
-        "Port {}".format(port), "ListenAddress 127.0.0.1", "HostKey {}".format(d / "host_key"),
-        "PidFile {}".format(d / "sshd.pid"), "AuthorizedKeysFile {}".format(d / "authorized_keys"),
-        "StrictModes no", "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-        "PermitRootLogin prohibit-password", "AllowUsers {}".format(user), "LogLevel ERROR",
-        "Subsystem sftp internal-sftp", "MaxSessions 50", "MaxStartups 50",
-    ]) + "\n")
-    host_pub = (d / "host_key.pub").read_text().split()
-    (d / "known_hosts").write_text("[127.0.0.1]:{} {} {}\n".format(port, host_pub[0], host_pub[1]))
-    Path("/run/sshd").mkdir(exist_ok=True) if os.geteuid() == 0 else None
-    proc = subprocess.Popen([exe, "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.DEVNULL,
-                            stderr=open(d / "sshd.log", "w"))
-    deadline = time.time() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail("sshd did not start: " + (d / "sshd.log").read_text())
-            time.sleep(0.1)
-    yield SimpleNamespace(port=port, user=user, key=d / "client_key", other_key=d / "other_key",
-                          known_hosts=d / "known_hosts", dir=d, pid=proc.pid)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=10)
+    server = SshServer(tmp_path_factory.mktemp("sshd"))
+    try:
+        server.start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield server
+    server.stop()
 
 
 def device_cfg(**kw):

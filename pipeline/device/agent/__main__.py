@@ -1,4 +1,5 @@
-"""``python3 -m <agent>``: one JSON request on stdin, one JSON answer on stdout.
+"""``python3 -m <agent>``: one JSON request on stdin, one JSON answer on stdout; with ``--serve``, one
+request per line and one answer line each, until stdin closes (the host keeps one agent per run).
 
     request:  {"command": "ping" | "probe" | "benchmark" | "infer" | "build" | "build_uff", ...}
     answer:   {"ok": true, "result": {...}}  or  {"ok": false, "kind": "...", "error": "one line"}
@@ -15,8 +16,17 @@ from . import AgentError, commands
 
 
 def main():
+    if "--serve" in sys.argv[1:]:
+        for line in iter(sys.stdin.readline, ""):
+            if line.strip():
+                _answer(line)
+    else:
+        _answer(sys.stdin.read() or "{}")
+
+
+def _answer(text):
     try:
-        request = json.loads(sys.stdin.read() or "{}")
+        request = json.loads(text)
         if not isinstance(request, dict):
             raise AgentError("bad-request", "the request is not a JSON object")
         answer = {"ok": True, "result": commands.dispatch(request)}

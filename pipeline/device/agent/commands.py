@@ -51,13 +51,20 @@ def _require(request, key):
     return value
 
 
+_MODELS = {}  # models this agent process loaded: a serving agent runs many requests on one model
+
+
 def _model(request):
     from .runners import open_model
 
     path = _require(request, "model")
     if not os.path.exists(path):
         raise AgentError("missing-file", "{} is not on the device (it is sent before each run; re-run)".format(path))
-    return open_model(path, request.get("backend", "auto"), request.get("dla_core"))
+    key = (path, request.get("backend", "auto"), request.get("dla_core"))
+    if key not in _MODELS:
+        _MODELS.clear()  # one model at a time: an engine holds device memory
+        _MODELS[key] = open_model(*key)
+    return _MODELS[key]
 
 
 def _batch_shape(name, shape, batch_size):
