@@ -102,11 +102,12 @@ def _send_array(transport, array):
 
 
 def _energy(power, busy_s, images):
-    """Mean power per rail (mW) over the window and, from the board's input rail, energy per image (mJ)."""
-    out = {"samples": power.get("samples", 0), "rails_mw": power.get("rails_mw", {}), "input_rail": power.get("input_rail")}
-    rail = power.get("input_rail")
-    if rail and images and power.get("samples"):
-        out["energy_per_image_mj"] = power["rails_mw"][rail] * busy_s / images
+    """Mean power per rail (mW) over the window and, from the module's power (its input rail, or the sum
+    of the rails on boards without one), energy per image in mJ over the timed calls."""
+    out = {"samples": power.get("samples", 0), "rails_mw": power.get("rails_mw", {}),
+           "board_mw": power.get("board_mw"), "board_power_source": power.get("board_power_source")}
+    if power.get("board_mw") is not None and images and power.get("samples"):
+        out["energy_per_image_mj"] = power["board_mw"] * busy_s / images
     return out
 
 

@@ -1,7 +1,8 @@
 """Power while a benchmark runs: tegrastats sampled in the background, summarised per window.
 
-Rails differ per board and JetPack (shared/reference/device/tegrastats/); ``tegrastats.input_rail``
-names the one that measures the whole board, when the board has one. Energy per inference is worked
+Rails differ per board and JetPack (shared/reference/device/tegrastats/); ``tegrastats.board_power_mw``
+gives the module's power: its input rail where the board has one (VDD_IN, POM_5V_IN), else the sum of
+the rails (AGX Xavier, AGX Orin). Energy per inference is worked
 out on the host from the window's mean power, its wall time and the images it ran.
 """
 
@@ -45,8 +46,8 @@ class PowerSampler(object):
         self.started_at = time.monotonic()
 
     def window(self):
-        """Mean power per rail over the samples since ``mark``: {samples, seconds, rails_mw, input_rail}."""
-        from .tegrastats import input_rail, parse_line
+        """Mean power per rail over the samples since ``mark``: {samples, unparsed, seconds, rails_mw, board_mw, board_power_source}."""
+        from .tegrastats import board_power_mw, parse_line
 
         seconds = time.monotonic() - self.started_at
         sums, count, bad = {}, 0, 0
@@ -60,8 +61,9 @@ class PowerSampler(object):
             for rail, value in parsed.get("rails_mw", {}).items():
                 sums[rail] = sums.get(rail, 0) + value["now"]
         rails = {rail: total / float(count) for rail, total in sums.items()} if count else {}
-        return {"samples": count, "unparsed": bad, "seconds": seconds, "rails_mw": rails,
-                "input_rail": input_rail(rails) if rails else None}
+        board_mw, source = board_power_mw(rails)
+        return {"samples": count, "unparsed": bad, "seconds": seconds, "rails_mw": rails, "board_mw": board_mw,
+                "board_power_source": source}
 
     def stop(self):
         if self.process.poll() is None:
