@@ -1,0 +1,81 @@
+"""builder: trtexec — the flags per TensorRT version, and a build through a stand-in trtexec that
+replays a real captured trtexec log (the parse, the atomic engine write, the failure line)."""
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.device.agent import AgentError
+from pipeline.device.agent.trtexec_build import build, command
+
+SAMPLES = Path(__file__).parent / "samples" / "trtexec"
+PROFILE = {"input": {"min": [1, 32, 32, 3], "opt": [4, 32, 32, 3], "max": [8, 32, 32, 3]}}
+
+
+def _request(tmp_path, **kw):
+    base = {"onnx": "m.onnx", "engine": str(tmp_path / "m.engine"), "precision": "fp16", "workspace_mb": 512,
+            "profile": PROFILE, "timing_cache": str(tmp_path / "timing.cache"), "log": str(tmp_path / "build.log")}
+    base.update(kw)
+    return base
+
+
+def test_tensorrt_8_2_uses_workspace_and_shapes(tmp_path):
+    argv = command("trtexec", _request(tmp_path, tensorrt="8.2.1"), "out.tmp")
+    assert "--workspace=512" in argv and not any(a.startswith("--memPoolSize") for a in argv)
+    assert "--minShapes=input:1x32x32x3" in argv and "--maxShapes=input:8x32x32x3" in argv
+    assert "--fp16" in argv and "--timingCacheFile=" + str(tmp_path / "timing.cache") in argv
+
+
+def test_tensorrt_8_5_and_10_use_memory_pools(tmp_path):
+    for version in ("8.5.2", "10.3.0"):
+        argv = command("trtexec", _request(tmp_path, tensorrt=version, profile={}), "out.tmp")
+        assert "--memPoolSize=workspace:512M" in argv and "--workspace=512" not in argv
+        assert ("--explicitBatch" in argv) == (version == "8.5.2")  # implicit on < 10 unless asked; always explicit on 10
+
+
+def test_dla_and_int8_flags(tmp_path):
+    cache = tmp_path / "calib.cache"
+    cache.write_bytes(b"TRT-8201-EntropyCalibration2\n")
+    argv = command("trtexec", _request(tmp_path, tensorrt="8.5.2", precision="int8", dla_core=1,
+                                       calibration={"cache": str(cache)}), "out.tmp")
+    assert "--int8" in argv and "--calib=" + str(cache) in argv
+    assert "--useDLACore=1" in argv and "--allowGPUFallback" in argv
+
+
+def test_int8_without_a_calibration_cache_says_what_to_do(tmp_path):
+    with pytest.raises(AgentError, match="builder: python build first"):
+        command("trtexec", _request(tmp_path, tensorrt="8.5.2", precision="int8", calibration={}), "out.tmp")
+
+
+def _stand_in(tmp_path, log, exit_code=0, write_engine=True):
+    """An executable that prints a captured trtexec log and writes --saveEngine like trtexec would."""
+    script = tmp_path / "trtexec"
+    script.write_text("#!{}\nimport sys\nsys.stdout.write(open({!r}).read())\n"
+                      "args = [a for a in sys.argv if a.startswith('--saveEngine=')]\n"
+                      "if {!r} and args:\n    open(args[0].split('=', 1)[1], 'wb').write(b'plan' * 100)\n"
+                      "sys.exit({})\n".format(sys.executable, str(log), write_engine, exit_code))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_build_parses_the_log_of_the_run_and_writes_the_engine_atomically(tmp_path):
+    log = SAMPLES / "8.5.2_jetson-agx-xavier.log"
+    result = build(_request(tmp_path, tensorrt="8.5.2", trtexec=_stand_in(tmp_path, log)))
+    assert result["builder"] == "trtexec" and result["engine_bytes"] == 400
+    assert result["trtexec"]["summary"]["throughput_qps"] > 0
+    assert Path(result["trtexec"]["command"][0]).name.startswith("--onnx=") or result["trtexec"]["command"][0] == "--onnx=m.onnx"
+    assert (tmp_path / "m.engine").exists() and not (tmp_path / "m.engine.tmp").exists()
+    assert (tmp_path / "build.log").read_text() == log.read_text()
+    json.dumps(result)
+
+
+def test_a_failed_build_leaves_no_engine(tmp_path):
+    log = SAMPLES / "8.5.2_jetson-agx-xavier.log"
+    with pytest.raises(AgentError) as err:
+        build(_request(tmp_path, tensorrt="8.5.2", trtexec=_stand_in(tmp_path, log, exit_code=1)))
+    assert "trtexec exited 1" in str(err.value)
+    assert not os.path.exists(tmp_path / "m.engine") and not os.path.exists(tmp_path / "m.engine.tmp")
