@@ -115,12 +115,15 @@ def _first_line(text):
 
 
 def has_module(name):
+    """Installed and importable as code: a bare namespace folder (type stubs such as tensorrt-stubs'
+    ``tensorrt/__init__.pyi``) is not the library."""
     import importlib.util
 
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 def _module_version(name, facts):

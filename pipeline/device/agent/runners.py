@@ -4,7 +4,7 @@ and ``time(feed, warmup, iterations, duration_s)`` -> one dict of milliseconds p
 - ``onnxruntime``: an ONNX model on ONNX Runtime (the host, or a board with onnxruntime-gpu); each call
   timed with ``time.perf_counter`` between consecutive calls (one clock read per call, so the
   loop adds almost nothing); ``total_ms`` only.
-- ``tensorrt``: a serialized engine on TensorRT (``trt_engine.Engine``): CUDA events split every call
+- ``tensorrt``: a serialized engine on TensorRT (``trt_runtime.Engine``): CUDA events split every call
   into ``h2d_ms``, ``compute_ms``, ``d2h_ms`` and ``total_ms``.
 """
 
@@ -31,7 +31,8 @@ def open_model(path, backend="auto", dla_core=None):
     if backend == "onnxruntime":
         return OrtModel(path)
     if backend == "tensorrt":
-        from .trt_engine import Engine, EngineError
+        from .trt_engine import EngineError
+        from .trt_runtime import Engine
 
         try:
             return Engine(path, dla_core=dla_core)

@@ -1,0 +1,367 @@
+"""TensorRT in the agent: build an engine from ONNX (or UFF) and run it, one code path for TensorRT 8.2
+(JetPack 4.6: TX2, Nano), 8.5 (JetPack 5: Xavier) and 10.x (JetPack 6: Orin), branching on the version
+exactly as shared/reference/device/trt_api.md lists:
+
+    explicit batch       the EXPLICIT_BATCH flag below 10.0; networks are always explicit on 10.x
+    build                build_serialized_network (8.0+); build_engine(...).serialize() below 8.0
+    workspace            set_memory_pool_limit(WORKSPACE) from 8.4; max_workspace_size below
+    I/O                  named tensors (set_input_shape, set_tensor_address, execute_async_v3) from 8.5;
+                         bindings (set_binding_shape, execute_async_v2) below
+    numpy                TensorRT < 8.6 uses np.bool, gone in numpy 1.24: refused with what to install
+
+Type-checked with mypy against ``tensorrt-stubs`` (the 10.x API); calls that exist only in 8.x go
+through ``getattr`` with the version named. tensorrt, numpy and pycuda / cuda-python are imported inside
+functions: the agent imports this module only for a build or an engine run.
+"""
+
+import hashlib
+import os
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple  # noqa: F401  (type comments: the 3.6 floor)
+
+if TYPE_CHECKING:  # mypy reads tensorrt-stubs; at run time tensorrt is imported inside the functions
+    import tensorrt as trt  # noqa: F401
+
+
+class EngineError(Exception):
+    """A build or run that failed, in one line saying what to do."""
+
+
+def version_tuple(text):
+    # type: (str) -> Tuple[int, int]
+    parts = str(text).split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return 0, 0
+
+
+def tensorrt_version():
+    # type: () -> Optional[str]
+    """TensorRT's version as the board's Python imports it; None without TensorRT (a stub-only
+    ``tensorrt`` namespace, as tensorrt-stubs installs, has no version)."""
+    try:
+        import tensorrt as trt
+    except ImportError:
+        return None
+    return getattr(trt, "__version__", None)
+
+
+def checked_version():
+    # type: () -> Tuple[int, int]
+    """TensorRT's (major, minor), after the checks every build and run needs."""
+    import tensorrt as trt
+
+    version = getattr(trt, "__version__", None)
+    if version is None:
+        raise ImportError("the 'tensorrt' found is not TensorRT's Python bindings (type stubs only?)")
+    v = version_tuple(version)
+    if v < (8, 6):
+        import numpy as np
+
+        if version_tuple(np.__version__) >= (1, 24):
+            raise EngineError("TensorRT {} uses np.bool, removed in numpy 1.24 (this board has numpy {}); install "
+                              "numpy<1.24 for this Python: pip3 install 'numpy<1.24'".format(version, np.__version__))
+    return v
+
+
+def make_logger(lines):
+    # type: (List[str]) -> trt.ILogger
+    """A TensorRT logger that keeps every message (the build log)."""
+    import tensorrt as trt
+
+    names = {trt.Logger.INTERNAL_ERROR: "F", trt.Logger.ERROR: "E", trt.Logger.WARNING: "W", trt.Logger.INFO: "I",
+             trt.Logger.VERBOSE: "V"}
+
+    class Collecting(trt.ILogger):
+        def __init__(self):
+            # type: () -> None
+            trt.ILogger.__init__(self)
+
+        def log(self, severity, msg):
+            # type: (trt.ILogger.Severity, str) -> None
+            lines.append("[{}] {}".format(names.get(severity, "?"), msg))
+
+    return Collecting()
+
+
+def _errors(lines):
+    # type: (List[str]) -> List[str]
+    return [line[4:] for line in lines if line.startswith(("[E]", "[F]"))]
+
+
+def _write_atomic(path, data):
+    # type: (str, bytes) -> None
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _set_workspace(config, v, workspace_mb):
+    # type: (trt.IBuilderConfig, Tuple[int, int], int) -> None
+    import tensorrt as trt
+
+    size = int(workspace_mb) << 20
+    if v >= (8, 4):
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, size)
+    else:  # max_workspace_size: TensorRT < 8.4 (deprecated in 8.4, removed in 10.0)
+        setattr(config, "max_workspace_size", size)
+
+
+def _set_precision(builder, config, precision):
+    # type: (trt.Builder, trt.IBuilderConfig, str) -> None
+    import tensorrt as trt
+
+    if precision == "fp32":
+        return
+    if precision == "fp16":
+        if not builder.platform_has_fast_fp16:
+            raise EngineError("this GPU has no fast fp16; set stages.engine.precision: fp32")
+        config.set_flag(trt.BuilderFlag.FP16)
+    elif precision == "int8":
+        if not builder.platform_has_fast_int8:
+            raise EngineError("this GPU has no fast int8 (TX2 and Nano do not); set stages.engine.precision: fp16")
+        config.set_flag(trt.BuilderFlag.INT8)
+        if builder.platform_has_fast_fp16:
+            config.set_flag(trt.BuilderFlag.FP16)  # layers int8 cannot run stay fp16, not fp32
+    else:
+        raise EngineError("unknown precision {!r} (fp32, fp16, int8)".format(precision))
+
+
+def _timing_cache(config, path, warnings):
+    # type: (trt.IBuilderConfig, Optional[str], List[str]) -> bool
+    """Load the board's timing cache into ``config`` (8.0+); a cache of another device or version is replaced."""
+    if not path:
+        return False
+    data = b""
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            data = f.read()
+    cache = config.create_timing_cache(data)
+    if not config.set_timing_cache(cache, False):
+        warnings.append("the timing cache {} does not match this device or TensorRT; starting a new one".format(path))
+        config.set_timing_cache(config.create_timing_cache(b""), False)
+        return False
+    return bool(data)
+
+
+def _dla(builder, config, network, dla_core):
+    # type: (trt.Builder, trt.IBuilderConfig, trt.INetworkDefinition, Optional[int]) -> List[str]
+    """Build for DLA core ``dla_core`` with GPU fallback; the layers that cannot run on DLA."""
+    import tensorrt as trt
+
+    if dla_core is None:
+        return []
+    if builder.num_DLA_cores <= dla_core:
+        raise EngineError("stages.engine.dla_core {}: this board has {} DLA cores".format(dla_core, builder.num_DLA_cores))
+    config.default_device_type = trt.DeviceType.DLA
+    config.DLA_core = int(dla_core)
+    config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
+    fallback = []  # type: List[str]
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        if not config.can_run_on_DLA(layer):
+            fallback.append(layer.name)
+    return fallback
+
+
+def dims(value):
+    # type: (trt.Dims) -> List[int]
+    """A Dims as a list (it behaves like a tuple; -1 is a dynamic dimension)."""
+    return [int(value[i]) for i in range(len(value))]
+
+
+def _io(network):
+    # type: (trt.INetworkDefinition) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]
+    def describe(t):
+        # type: (trt.ITensor) -> Dict[str, Any]
+        return {"name": t.name, "shape": [d if d >= 0 else None for d in dims(t.shape)], "dtype": str(t.dtype)}
+
+    inputs = [describe(network.get_input(i)) for i in range(network.num_inputs)]
+    outputs = [describe(network.get_output(i)) for i in range(network.num_outputs)]
+    return inputs, outputs
+
+
+def _serialize(builder, network, config, v, lines):
+    # type: (trt.Builder, trt.INetworkDefinition, trt.IBuilderConfig, Tuple[int, int], List[str]) -> bytes
+    data = None  # type: Optional[bytes]
+    try:
+        if v >= (8, 0):
+            plan = builder.build_serialized_network(network, config)
+            data = bytes(plan) if plan is not None else None
+        else:  # build_engine: TensorRT < 8.0 (deprecated in 8.0, removed in 10.0)
+            engine = getattr(builder, "build_engine")(network, config)
+            data = bytes(engine.serialize()) if engine is not None else None
+    except MemoryError:
+        data = None
+        lines.append("[E] out of memory")
+    if data is None:
+        errors = _errors(lines)
+        text = " ".join(errors).lower()
+        if "out of memory" in text or "cudaerrormemoryallocation" in text or "insufficient" in text:
+            raise EngineError("out of memory during the build: lower stages.engine.workspace_mb or max_batch_size "
+                              "(and close other GPU work on the board)")
+        raise EngineError("TensorRT built no engine: {}".format(errors[-1] if errors else "no error message (see build.log)"))
+    return data
+
+
+def build_onnx(onnx_path, engine_path, precision, workspace_mb, profile, dla_core=None, timing_cache=None,
+               calibration=None, log_path=None):
+    # type: (str, str, str, int, Dict[str, Dict[str, List[int]]], Optional[int], Optional[str], Optional[Dict[str, Any]], Optional[str]) -> Dict[str, Any]
+    """Build an engine from an ONNX model; the engine is written to ``engine_path`` only when the build succeeded."""
+    import tensorrt as trt
+
+    v = checked_version()
+    lines = []  # type: List[str]
+    warnings = []  # type: List[str]
+    logger = make_logger(lines)
+    builder = trt.Builder(logger)
+    flags = 0 if v >= (10, 0) else 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    with open(onnx_path, "rb") as f:
+        parsed = parser.parse(f.read())
+    if not parsed:
+        errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        raise EngineError("TensorRT {}'s ONNX parser rejects the model: {}; deploy check --target names what it "
+                          "cannot parse".format(trt.__version__, errors[0] if errors else "no message"))
+    config = builder.create_builder_config()
+    _set_workspace(config, v, workspace_mb)
+    _set_precision(builder, config, precision)
+    optimization = builder.create_optimization_profile()
+    for name, shapes in sorted(profile.items()):
+        optimization.set_shape(name, trt.Dims(shapes["min"]), trt.Dims(shapes["opt"]), trt.Dims(shapes["max"]))
+    if profile:
+        config.add_optimization_profile(optimization)
+    calibrator = None
+    if precision == "int8":
+        calibrator = _calibrator(calibration or {})
+        config.int8_calibrator = calibrator  # deprecated from 10.1 (explicit quantization); present on every Jetson TensorRT
+        if profile:
+            config.set_calibration_profile(optimization)
+    fallback = _dla(builder, config, network, dla_core)
+    used_cache = _timing_cache(config, timing_cache, warnings) if v >= (8, 0) else False
+    started = time.time()
+    data = _serialize(builder, network, config, v, lines)
+    build_s = time.time() - started
+    _write_atomic(engine_path, data)
+    if timing_cache and v >= (8, 0):
+        _write_atomic(timing_cache, bytes(config.get_timing_cache().serialize()))
+    if log_path:
+        with open(log_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    inputs, outputs = _io(network)
+    return {"tensorrt_version": trt.__version__, "precision": precision, "build_s": build_s, "engine_bytes": len(data),
+            "engine_sha256": hashlib.sha256(data).hexdigest(), "inputs": inputs, "outputs": outputs,
+            "dla_core": dla_core, "dla_fallback_layers": fallback, "timing_cache": {"used": used_cache, "path": timing_cache},
+            "calibration": calibrator.report() if calibrator is not None else None, "log_lines": len(lines),
+            "warnings": warnings + [line[4:] for line in lines if line.startswith("[W]")][:50], "builder": "python"}
+
+
+def _calibrator(calibration):
+    # type: (Dict[str, Any]) -> Any
+    """An entropy calibrator over ``calibration["images"]`` (an .npy of images preprocessed as at export),
+    reading and writing ``calibration["cache"]`` (reused: the images are not run again)."""
+    import numpy as np
+    import tensorrt as trt
+
+    from .cuda import Cuda
+
+    images = np.ascontiguousarray(np.load(calibration["images"], allow_pickle=False), dtype=np.float32)
+    batch = int(calibration.get("batch_size", 8))
+    cache_path = calibration.get("cache")
+    if len(images) < batch and not (cache_path and os.path.exists(cache_path)):
+        raise EngineError("int8 calibration needs at least {} images (one batch), got {}; add dataset images".format(
+            batch, len(images)))
+    cuda = Cuda()
+
+    class Entropy(trt.IInt8EntropyCalibrator2):
+        def __init__(self):
+            # type: () -> None
+            trt.IInt8EntropyCalibrator2.__init__(self)
+            self.index = 0
+            self.reused = False
+            self.device = cuda.alloc(images[:batch].nbytes)
+
+        def get_batch_size(self):
+            # type: () -> int
+            return batch
+
+        def get_batch(self, names):
+            # type: (List[str]) -> List[int]
+            if self.index + batch > len(images):
+                return []  # no more batches (pyInt8Doc.h: "or an empty list")
+            cuda.copy_to_device(self.device, images[self.index:self.index + batch])
+            self.index += batch
+            return [int(self.device)]
+
+        def read_calibration_cache(self):
+            # type: () -> Optional[bytes]
+            if cache_path and os.path.exists(cache_path):
+                self.reused = True
+                with open(cache_path, "rb") as f:
+                    return f.read()
+            return None
+
+        def write_calibration_cache(self, cache):
+            # type: (Any) -> None
+            if cache_path:
+                _write_atomic(cache_path, bytes(cache))
+
+        def report(self):
+            # type: () -> Dict[str, Any]
+            return {"cache_reused": self.reused, "images": self.index, "batch_size": batch, "cache": cache_path}
+
+    return Entropy()
+
+
+def build_uff(uff_path, engine_path, input_name, input_chw, output_names, precision, workspace_mb, max_batch_size,
+              log_path=None):
+    # type: (str, str, str, List[int], List[str], str, int, int, Optional[str]) -> Dict[str, Any]
+    """UFF route, TensorRT <= 8.x only: implicit batch, UffParser, build_engine (trt_api.md, "UFF path")."""
+    import tensorrt as trt
+
+    v = checked_version()
+    if v >= (9, 0) or not hasattr(trt, "UffParser"):
+        raise EngineError("TensorRT {} has no UFF parser (removed in 9.0): use stages.convert.format: onnx".format(
+            trt.__version__))
+    lines = []  # type: List[str]
+    logger = make_logger(lines)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)  # UFF needs implicit batch
+    parser = getattr(trt, "UffParser")()
+    parser.register_input(input_name, tuple(input_chw))
+    for name in output_names:
+        parser.register_output(name)
+    if not parser.parse(uff_path, network):
+        raise EngineError("TensorRT's UFF parser rejects {}: {}".format(uff_path, (_errors(lines) or ["no message"])[-1]))
+    setattr(builder, "max_batch_size", int(max_batch_size))  # implicit batch: TensorRT <= 8.x
+    config = builder.create_builder_config()
+    _set_workspace(config, v, workspace_mb)
+    _set_precision(builder, config, precision)
+    started = time.time()
+    data = _serialize(builder, network, config, v, lines)
+    _write_atomic(engine_path, data)
+    if log_path:
+        with open(log_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return {"tensorrt_version": trt.__version__, "precision": precision, "build_s": time.time() - started,
+            "engine_bytes": len(data), "engine_sha256": hashlib.sha256(data).hexdigest(), "route": "uff",
+            "builder": "python"}
+
+
+def convert_to_uff(frozen_pb, output_names, uff_path):
+    # type: (str, List[str], str) -> Dict[str, Any]
+    """A frozen TensorFlow graph to UFF with NVIDIA's converter (JetPack <= 4.6, TensorFlow 1.x beside it)."""
+    try:
+        import uff  # type: ignore[import-not-found]
+    except ImportError:
+        raise EngineError("UFF needs TensorRT <= 8.x and NVIDIA's uff converter (JetPack 4.6: sudo apt install "
+                          "uff-converter-tf graphsurgeon-tf); or use stages.convert.format: onnx")
+    tmp = uff_path + ".tmp"
+    uff.from_tensorflow_frozen_model(frozen_pb, list(output_names), output_filename=tmp, quiet=True)
+    os.replace(tmp, uff_path)
+    return {"uff_bytes": os.path.getsize(uff_path)}
