@@ -29,7 +29,7 @@ KEY = "stages.benchmark"
 )
 def benchmark(ctx):
     """Measure latency and throughput of the model for each batch size (on the device when configured)."""
-    if ctx.config.device is not None:
+    if getattr(ctx.config, "device", None) is not None:
         return _on_device(ctx)
     from pipeline.bench.latency import measure, summarize
     from pipeline.backends import load_onnx

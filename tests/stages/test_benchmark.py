@@ -56,10 +56,11 @@ def context(tmp_path, onnx_path, opts=None, target=None):
 
 def test_registered():
     st = _REGISTRY["benchmark"]
-    assert st.inputs == {"onnx": "convert"}
+    assert st.inputs == {"onnx": "convert", "engine": "engine"}
+    assert st.optional == ("engine",)  # runs on the ONNX model when the engine stage is pending
     assert st.outputs == {"benchmark": "benchmark.json"}
-    assert st.uses == ("target", "dataset")
-    assert st.version == 1
+    assert st.uses == ("target", "dataset", "device")
+    assert st.version == 2
 
 
 def test_benchmark_json(tmp_path):
