@@ -261,10 +261,13 @@ def cache_key(the_plan, step, input_hashes):
 
 
 def _section(config, target, name):
+    """The config value a stage uses: a top-level section ("device") or a dotted key ("stages.convert.format")."""
     if name == "target":
         return target.model_dump(mode="json") if hasattr(target, "model_dump") else str(target)
-    value = getattr(config, name)
-    return value.model_dump(mode="json") if value is not None else None
+    value = config
+    for part in name.split("."):
+        value = getattr(value, part, None) if value is not None else None
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
 def _run_stage(stage, ctx, key, key_data, progress):

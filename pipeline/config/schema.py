@@ -137,7 +137,7 @@ class RewriteOptions(_Section):
 class ConvertOptions(_Section):
     """Convert the frozen graph to ONNX (tf2onnx) and compare it with TensorFlow."""
 
-    format: Literal["onnx"] = Field("onnx", description="onnx (uff comes with a later release).")
+    format: Literal["onnx", "uff", "auto"] = Field("onnx", description="The route of the engine stage: onnx (this model.onnx), uff (the frozen graph through NVIDIA's uff converter on the device: TensorRT <= 8, JetPack <= 4.6) or auto (the route deploy check recommends). model.onnx is always made: it is the reference the engine is compared with.")
     opset: Optional[int] = Field(None, ge=7, le=21, description="ONNX opset; default: the highest the target's TensorRT parses.")
     tolerance: float = Field(1e-4, gt=0, description="Max abs difference allowed between TensorFlow and ONNX Runtime outputs.")
     compare_samples: int = Field(16, ge=1, le=1024, description="Dataset images used for the TensorFlow vs ONNX comparison.")
@@ -250,6 +250,10 @@ class Config(_Section):
             raise DeployError("{} stages.engine.precision: {} is not supported on {} (it has {})".format(
                 self.where("stages", "engine", "precision"), engine.precision, target.name, ", ".join(target.precisions)))
         convert = self.stages.convert
+        if convert is not None and convert.format == "uff" and "uff" not in target.routes:
+            raise DeployError("{} stages.convert.format: uff: {} has no UFF route (UFF needs TensorRT <= 8; {} has {}); "
+                              "use onnx".format(self.where("stages", "convert", "format"), target.name, target.name,
+                                                "TensorRT " + target.tensorrt if target.tensorrt else target.runtime))
         if convert is not None and convert.opset is not None and not target.supports_opset(convert.opset):
             raise DeployError("{} stages.convert.opset: {} is above what {} on {} parses (max {}); leave it unset".format(
                 self.where("stages", "convert", "opset"), convert.opset,

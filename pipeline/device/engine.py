@@ -130,3 +130,58 @@ def _calibration(ctx, transport, inputs, remote_onnx):
     ctx.progress.log("engine: int8 calibration on {} images ({})".format(len(images), source))
     return {"images": remote_images, "cache": "{}/cache/calibration-{}.cache".format(transport.work, key),
             "batch_size": batch, "input": name}
+
+
+def route(ctx):
+    """The engine's route: stages.convert.format, where auto is the route deploy check recommended
+    (the check stage's check.json; onnx when no check ran or it recommended neither)."""
+    convert = ctx.config.stages.convert
+    fmt = convert.format if convert is not None else "onnx"
+    if fmt != "auto":
+        return fmt
+    report = ctx.inputs.get("report")
+    if report is not None:
+        recommended = (json.loads(Path(report).read_text()).get("recommended") or {}).get("route")
+        if recommended in ("uff", "onnx") and recommended in ctx.target.routes:
+            return recommended
+    return "onnx"
+
+
+def build_engine_uff(ctx, onnx_path):
+    """UFF route (TensorRT <= 8.x): the frozen graph to UFF with NVIDIA's converter on the device, then
+    UffParser (implicit batch, NHWC input) and an engine for batches up to max_batch_size."""
+    from pipeline.graph.io import read_io_json
+
+    opts, target = ctx.options, ctx.target
+    device = device_for(ctx.config, ctx.progress)
+    device.check_tensorrt(target, warn=ctx.progress.log)
+    probe = device.probe()
+    if opts.precision == "int8" or opts.dla_core is not None:
+        raise DeployError("stages.engine: the UFF route builds fp32/fp16 on the GPU here; int8 calibration and DLA "
+                          "take the ONNX route (stages.convert.format: onnx)")
+    inputs = onnx_inputs(onnx_path)  # the same graph's input, as tf2onnx names it (NHWC)
+    io = read_io_json(ctx.inputs["io"]) if "io" in ctx.inputs else None
+    if io is None or len(io["inputs"]) != 1 or len(inputs) != 1 or len(inputs[0][1]) != 4:
+        raise DeployError("the UFF route needs one NHWC image input and the freeze stage's io.json; use "
+                          "stages.convert.format: onnx")
+    input_name = io["inputs"][0]["name"].split(":")[0]
+    outputs = [o["name"].split(":")[0] for o in io["outputs"]]
+    transport = device.transport
+    remote_pb = transport.send(ctx.inputs["frozen_graph"])
+    tag = hashlib.sha256(json.dumps([remote_pb, opts.model_dump(mode="json"), probe.get("tensorrt")]).encode()).hexdigest()[:16]
+    transport.exec("mkdir -p {w}/out".format(w=transport.work), what="preparing the work folder")
+    request = {"command": "build_uff", "frozen": remote_pb, "uff": "{}/out/{}.uff".format(transport.work, tag),
+               "engine": "{}/out/{}{}".format(transport.work, tag, ENGINE_SUFFIX), "log": "{}/out/{}.log".format(transport.work, tag),
+               "input": input_name, "input_shape": list(inputs[0][1][1:]), "outputs": outputs,
+               "precision": opts.precision, "workspace_mb": opts.workspace_mb, "max_batch_size": opts.max_batch_size}
+    ctx.progress.log("engine: UFF route: converting and building {} on {} (TensorRT {})".format(
+        Path(ctx.inputs["frozen_graph"]).name, device.describe(), probe.get("tensorrt")))
+    result = device.call(request, what="the UFF conversion and engine build")
+    out = ctx.output("engine")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    transport.fetch(request["engine"], out)
+    result["device"] = fingerprint(probe)
+    (ctx.out_dir / "engine.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return {"summary": "{} engine via UFF, {:.1f} MB, built in {:.1f} s on {}".format(
+        opts.precision, result.get("engine_bytes", 0) / 1e6, result.get("build_s", 0), device.describe()),
+        "tensorrt": result.get("tensorrt_version"), "route": "uff", "engine_bytes": result.get("engine_bytes")}

@@ -24,14 +24,22 @@ def _pending(ctx):
     if device.backend() != "tensorrt":
         return "TensorRT is not on {} (no Python bindings for {}); the benchmark runs the ONNX model with ONNX Runtime there".format(
             device.describe(), device.ping().get("executable"))
+    from pipeline.device.engine import route
+
+    if route(ctx) == "uff" and not device.has("uff"):
+        return ("NVIDIA's uff converter is not on {} (JetPack 4.6: sudo apt install uff-converter-tf graphsurgeon-tf); "
+                "stages.convert.format: onnx builds from the ONNX model".format(device.describe()))
     return None
 
 
-@stage("engine", inputs={"onnx": "convert"}, outputs={"engine": "model.engine"}, version=2, uses=("target", "device", "dataset"),
+@stage("engine", inputs={"onnx": "convert", "frozen_graph": "freeze", "io": "freeze", "report": "check"},
+       optional=("report",), outputs={"engine": "model.engine"}, version=2, uses=("target", "device", "dataset", "stages.convert.format", "stages.benchmark.batch_sizes"),
        pending_reason=_pending)
 def engine(ctx):
-    """Build a TensorRT engine on the device."""
-    from pipeline.device.engine import build_engine
+    """Build a TensorRT engine on the device (from the ONNX model, or from the frozen graph through UFF)."""
+    from pipeline.device.engine import build_engine, build_engine_uff, route
     from pipeline.stages.benchmark import onnx_file
 
+    if route(ctx) == "uff":
+        return build_engine_uff(ctx, onnx_file(ctx.inputs["onnx"]))
     return build_engine(ctx, onnx_file(ctx.inputs["onnx"]))

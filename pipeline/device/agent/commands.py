@@ -172,8 +172,29 @@ def build(request):
                                         "on a Jetson: sudo apt install python3-libnvinfer".format(e))
 
 
+def build_uff(request):
+    """UFF route (TensorRT <= 8.x): NVIDIA's converter on the frozen graph, then the UFF parser."""
+    from .trt_engine import EngineError, build_uff as build, convert_to_uff
+
+    frozen = _require(request, "frozen")
+    if not os.path.exists(frozen):
+        raise AgentError("missing-file", "{} is not on the device (it is sent before each build; re-run)".format(frozen))
+    try:
+        converted = convert_to_uff(frozen, _require(request, "outputs"), _require(request, "uff"))
+        result = build(request["uff"], _require(request, "engine"), _require(request, "input"),
+                       _require(request, "input_shape"), request["outputs"], request.get("precision", "fp16"),
+                       request.get("workspace_mb", 1024), request.get("max_batch_size", 8), log_path=request.get("log"))
+    except EngineError as e:
+        raise AgentError("build-failed", str(e))
+    except ImportError as e:
+        raise AgentError("no-tensorrt", "TensorRT's Python bindings are not importable on this device ({})".format(e))
+    result.update(converted)
+    return result
+
+
 def _io(items):
     return [{"name": n, "shape": list(s) if s is not None else None, "dtype": str(d)} for n, s, d in items]
 
 
-COMMANDS = {"ping": ping, "probe": probe, "benchmark": benchmark, "infer": infer, "describe": describe, "build": build}
+COMMANDS = {"ping": ping, "probe": probe, "benchmark": benchmark, "infer": infer, "describe": describe, "build": build,
+            "build_uff": build_uff}

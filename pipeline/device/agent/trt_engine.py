@@ -318,10 +318,11 @@ def _calibrator(calibration):
     return Entropy()
 
 
-def build_uff(uff_path, engine_path, input_name, input_chw, output_names, precision, workspace_mb, max_batch_size,
+def build_uff(uff_path, engine_path, input_name, input_shape, output_names, precision, workspace_mb, max_batch_size,
               log_path=None):
     # type: (str, str, str, List[int], List[str], str, int, int, Optional[str]) -> Dict[str, Any]
-    """UFF route, TensorRT <= 8.x only: implicit batch, UffParser, build_engine (trt_api.md, "UFF path")."""
+    """UFF route, TensorRT <= 8.x only: implicit batch, UffParser, build_engine (trt_api.md, "UFF path").
+    ``input_shape`` is one image, HWC: TensorFlow graphs are NHWC, registered with UffInputOrder.NHWC."""
     import tensorrt as trt
 
     v = checked_version()
@@ -332,8 +333,8 @@ def build_uff(uff_path, engine_path, input_name, input_chw, output_names, precis
     logger = make_logger(lines)
     builder = trt.Builder(logger)
     network = builder.create_network(0)  # UFF needs implicit batch
-    parser = getattr(trt, "UffParser")()
-    parser.register_input(input_name, tuple(input_chw))
+    parser = getattr(trt, "UffParser")()  # TensorRT <= 8.x
+    parser.register_input(input_name, tuple(input_shape), getattr(trt, "UffInputOrder").NHWC)
     for name in output_names:
         parser.register_output(name)
     if not parser.parse(uff_path, network):

@@ -34,7 +34,9 @@ class Engine(object):
                                   trt.__version__, path, errors[-1] if errors else "no message"))
         self.engine = engine  # type: trt.ICudaEngine
         self.context = engine.create_execution_context()
-        self.named = v >= (8, 5)
+        # UFF engines have an implicit batch (TensorRT <= 8.x): bindings without the batch dim, execute_async
+        self.implicit = bool(getattr(engine, "has_implicit_batch_dimension", False))
+        self.named = v >= (8, 5) and not self.implicit
         try:
             self.cuda = Cuda()
         except CudaError as e:
@@ -43,12 +45,14 @@ class Engine(object):
         self.inputs, self.outputs = [], []  # type: Tuple[List[Tuple[str, Any, str]], List[Tuple[str, Any, str]]]
         self.index = {}  # type: Dict[str, int]
         for i, name, is_input, shape, dtype in self._tensors():
+            shape = [-1] + list(shape) if self.implicit else list(shape)
             entry = (name, [d if d >= 0 else None for d in shape], np.dtype(trt.nptype(dtype)).name)
             (self.inputs if is_input else self.outputs).append(entry)
             self.index[name] = i
         self.label = {"runtime": "tensorrt", "version": trt.__version__, "cuda": self.cuda.kind,
                       "dla_core": dla_core}
         self._buffers = {}  # type: Dict[Any, Any]
+        self._batch = 1
 
     def _tensors(self):
         # type: () -> List[Tuple[int, str, bool, Any, Any]]
@@ -76,7 +80,13 @@ class Engine(object):
         if key in self._buffers:
             return self._buffers[key]
         context = self.context
+        batch = int(key[0][1][0]) if key and key[0][1] else 1
         for name, shape in key:
+            if self.implicit:
+                if batch > getattr(self.engine, "max_batch_size"):  # implicit batch: TensorRT <= 8.x
+                    raise EngineError("batch {} is above the engine's max batch size {}; rebuild with a larger "
+                                      "stages.engine.max_batch_size".format(batch, getattr(self.engine, "max_batch_size")))
+                continue
             ok = context.set_input_shape(name, shape) if self.named else \
                 getattr(context, "set_binding_shape")(self.index[name], shape)  # TensorRT < 8.5
             if ok is False:
@@ -90,9 +100,12 @@ class Engine(object):
             pointers[self.index[name]] = ptr
             ins.append((self.index[name], ptr))
         outs = []
-        for name, _, dtype in self.outputs:
-            shape = tuple(dims(context.get_tensor_shape(name))) if self.named else \
-                tuple(getattr(context, "get_binding_shape")(self.index[name]))  # TensorRT < 8.5
+        for name, declared, dtype in self.outputs:
+            if self.implicit:
+                shape = (batch,) + tuple(declared[1:])
+            else:
+                shape = tuple(dims(context.get_tensor_shape(name))) if self.named else \
+                    tuple(getattr(context, "get_binding_shape")(self.index[name]))  # TensorRT < 8.5
             host = self.cuda.host_buffer(shape, dtype)
             ptr = self.cuda.alloc(host.nbytes)
             pointers[self.index[name]] = ptr
@@ -101,13 +114,18 @@ class Engine(object):
             for name, _, _ in self.inputs + self.outputs:
                 context.set_tensor_address(name, pointers[self.index[name]])
         self._buffers = {key: (ins, outs, pointers)}  # one shape set at a time: device memory is scarce on a Jetson
+        self._batch = batch
         return self._buffers[key]
 
     def _execute(self, pointers):
         # type: (List[int]) -> None
         handle = self.cuda.handle(self.stream)
-        ok = self.context.execute_async_v3(handle) if self.named else \
-            getattr(self.context, "execute_async_v2")(pointers, handle)  # TensorRT < 8.5
+        if self.implicit:  # execute_async(batch_size, ...): implicit batch, TensorRT <= 8.x
+            ok = getattr(self.context, "execute_async")(self._batch, pointers, handle)
+        elif self.named:
+            ok = self.context.execute_async_v3(handle)
+        else:
+            ok = getattr(self.context, "execute_async_v2")(pointers, handle)  # TensorRT < 8.5
         if not ok:
             raise EngineError("TensorRT failed to execute the engine: {}".format(
                 ([line[4:] for line in self.lines if line.startswith("[E]")] or ["no message"])[-1]))
