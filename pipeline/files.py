@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from pipeline.errors import DeployError
+
 _CHUNK = 1 << 20
 
 
@@ -103,3 +105,14 @@ def die_with_parent():
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except OSError:
         pass
+
+
+def onnx_file(path):
+    """The .onnx file of the convert stage's artifact (the file itself, or the one inside a directory)."""
+    path = Path(path)
+    if path.is_dir():
+        found = sorted(path.glob("*.onnx"))
+        if len(found) != 1:
+            raise DeployError("expected one .onnx file in {}, found {}".format(path, len(found)))
+        return found[0]
+    return path

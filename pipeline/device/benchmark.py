@@ -18,7 +18,7 @@ PHASES = ("h2d_ms", "compute_ms", "d2h_ms")
 
 def model_for(ctx, device):
     """(local model file, backend): the engine on TensorRT, else the ONNX model on ONNX Runtime."""
-    from pipeline.stages.benchmark import onnx_file
+    from pipeline.files import onnx_file
 
     backend = device.backend()
     engine = ctx.inputs.get("engine")

@@ -8,9 +8,9 @@ TensorRT backend on the target will plug into ``pipeline.backends`` later.
 import functools
 import hashlib
 import json
-from pathlib import Path
 
 from pipeline.errors import DeployError, StageFailed
+from pipeline.files import onnx_file
 from pipeline.stages import stage
 
 SEED = 0
@@ -253,17 +253,6 @@ def _check_batch(session, batch_size):
                 f" so it cannot run batch size {batch_size}; use batch_sizes: [{fixed}]"
                 " or export the model with a dynamic batch dim"
             )
-
-
-def onnx_file(path):
-    """The .onnx file of the convert stage's artifact (the file itself, or the one inside a directory)."""
-    path = Path(path)
-    if path.is_dir():
-        found = sorted(path.glob("*.onnx"))
-        if len(found) != 1:
-            raise DeployError(f"benchmark: expected one .onnx file in {path}, found {len(found)}")
-        return found[0]
-    return path
 
 
 def _on_target_device(label, target):

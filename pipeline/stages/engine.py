@@ -38,7 +38,7 @@ def _pending(ctx):
 def engine(ctx):
     """Build a TensorRT engine on the device (from the ONNX model, or from the frozen graph through UFF)."""
     from pipeline.device.engine import build_engine, build_engine_uff, route
-    from pipeline.stages.benchmark import onnx_file
+    from pipeline.files import onnx_file
 
     if route(ctx) == "uff":
         return build_engine_uff(ctx, onnx_file(ctx.inputs["onnx"]))
