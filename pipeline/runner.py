@@ -159,7 +159,29 @@ def run(config, target, force=(), force_all=False, from_stage=None, until=None, 
         if any("dataset" in s.stage.uses for s in the_plan.steps if s.selected and not s.skip):
             prepare_dataset(config, progress)
         the_plan.dataset_fingerprint = fingerprint_dataset(config)
-        return execute(the_plan, progress)
+        started = time.time()
+        report = execute(the_plan, progress)
+        write_run_record(report, config, target, started)
+        return report
+
+
+RUN_RECORD = "run.json"
+
+
+def write_run_record(report, config, target, started):
+    """``<run dir>/run.json``: what the last ``deploy run`` did, stage by stage (ran, cached, pending,
+    failed, with times and messages). ``deploy report`` and ``deploy compare`` read it."""
+    stamp = "%Y-%m-%dT%H:%M:%S%z"
+    files.write_json(report.run_dir / RUN_RECORD, {
+        "run": report.run_dir.name,
+        "config": str(getattr(config, "path", "") or ""),
+        "target": getattr(target, "name", None),
+        "started": time.strftime(stamp, time.localtime(started)),
+        "finished": time.strftime(stamp, time.localtime()),
+        "exit_code": report.exit_code,
+        "stages": [{"name": s.name, "status": s.status, "seconds": round(s.seconds, 3), "message": s.message,
+                    "results": s.results} for s in report.stages],
+    })
 
 
 def plan(config, target, force=(), force_all=False, from_stage=None, until=None, only=None, keep_going=False):
@@ -365,4 +387,4 @@ def format_summary(report):
     return "\n".join(line.rstrip() for line in lines)
 
 
-__all__ = ["run", "RunReport", "StageResult", "format_summary", "EXIT_BAD_INPUT", "EXIT_STAGE_FAILED"]
+__all__ = ["run", "write_run_record", "RUN_RECORD", "RunReport", "StageResult", "format_summary", "EXIT_BAD_INPUT", "EXIT_STAGE_FAILED"]

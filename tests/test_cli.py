@@ -88,7 +88,7 @@ node { name: "out" op: "MyCustomOp" input: "input" }
     (["check", "model.pb"], "deploy: error: the following arguments are required: --target/-t (see: deploy check --help)\n"),
     (["check", "model.pb", "-t", "jetson_tx2", "--frob"], "deploy: error: unrecognized arguments: --frob (see: deploy --help)\n"),
     (["frob"], "deploy: error: argument COMMAND: invalid choice: 'frob' (choose from 'run', 'check', 'rewrite', "
-               "'consistency', 'diff', 'unfreeze', 'validate', 'schema', 'targets', 'ckpt', 'device', 'data') (see: deploy --help)\n"),
+               "'consistency', 'diff', 'unfreeze', 'report', 'compare', 'validate', 'schema', 'targets', 'ckpt', 'device', 'data') (see: deploy --help)\n"),
     (["run"], "deploy: error: the following arguments are required: config (see: deploy run --help)\n"),
 ])
 def test_flag_errors_are_one_line_and_bad_input(argv, message):

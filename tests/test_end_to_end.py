@@ -87,6 +87,14 @@ def test_tx2_config_end_to_end_then_cached(tiny):
     model = onnx.load(str(run / "convert" / "model.onnx"))
     assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) == 13  # TensorRT 8.2
 
+    record = json.loads((run / "run.json").read_text())
+    assert [(s["name"], s["status"]) for s in record["stages"]] == list(status.items()) and record["exit_code"] == 0
+    page = (run / "report.html").read_text()
+    assert page.count("<svg") == 3 and "<h2>Latency and throughput</h2>" in page  # latency CDF, throughput, training
+    assert "report: " not in res.stderr and summary["report"] == str(run / "report.html")
+    same = deploy("compare", run, run)
+    assert same.returncode == 0 and "PASS: 0 regressions" in same.stdout, same.stdout + same.stderr
+
     bench = json.loads((run / "benchmark" / "benchmark.json").read_text())
     assert bench["where"]["on_target_device"] is False and bench["where"]["target"] == "jetson_tx2"
     assert [r["batch_size"] for r in bench["results"]] == [1, 4]
@@ -97,6 +105,7 @@ def test_tx2_config_end_to_end_then_cached(tiny):
         assert r["iterations"] == 5
         assert 0 < r["min_ms"] <= r["p50_ms"] <= r["p90_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"]
         assert r["throughput_ips"] > 0
+        assert len(r["percentiles_ms"]) == 101 and r["percentiles_ms"] == sorted(r["percentiles_ms"])
 
     again = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny), "--json")
     assert again.returncode == 0, again.stderr

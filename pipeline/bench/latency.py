@@ -30,6 +30,7 @@ STAT_KEYS = (
     "max_ms",
     "iterations",
     "throughput_ips",
+    "percentiles_ms",
 )
 
 
@@ -115,7 +116,9 @@ def summarize(times, batch_size):
     call; std is the population standard deviation, numpy's default; percentiles by
     ``numpy.percentile``, linear interpolation), ``iterations`` (number of timed calls) and
     ``throughput_ips`` = batch_size * iterations / sum(times), images per second over the timed
-    calls only (``None`` if the clock measured no time at all).
+    calls only (``None`` if the clock measured no time at all), and ``percentiles_ms``: the
+    0th, 1st, ..., 100th percentiles (101 values), the distribution in a fixed size whatever the
+    number of calls: what ``deploy report`` plots and ``deploy compare`` estimates noise from.
     """
     import numpy as np
 
@@ -127,6 +130,7 @@ def summarize(times, batch_size):
     ms = t * 1000.0
     p50, p90, p95, p99 = np.percentile(ms, [50, 90, 95, 99], method="linear")
     total = float(t.sum())
+    percentiles = np.percentile(ms, np.arange(101), method="linear")
     return {
         "mean_ms": float(ms.mean()),
         "std_ms": float(ms.std()),
@@ -138,4 +142,5 @@ def summarize(times, batch_size):
         "max_ms": float(ms.max()),
         "iterations": int(t.size),
         "throughput_ips": float(batch_size * t.size / total) if total > 0 else None,
+        "percentiles_ms": [float("{:.6g}".format(v)) for v in percentiles],
     }

@@ -10,8 +10,8 @@ import json
 import sys
 
 from pipeline.cli.commands import (
-    ALL_STAGES, cmd_check, cmd_ckpt_diff, cmd_ckpt_inspect, cmd_consistency, cmd_data_shapes, cmd_diff, cmd_rewrite,
-    cmd_device_probe, cmd_run, cmd_schema, cmd_targets, cmd_unfreeze, cmd_validate,
+    ALL_STAGES, cmd_check, cmd_ckpt_diff, cmd_ckpt_inspect, cmd_compare, cmd_consistency, cmd_data_shapes, cmd_diff,
+    cmd_device_probe, cmd_report, cmd_rewrite, cmd_run, cmd_schema, cmd_targets, cmd_unfreeze, cmd_validate,
 )
 from pipeline.errors import EXIT_BAD_INPUT, DeployError
 
@@ -26,6 +26,28 @@ def _pass_help():
 
     return "a pass to apply, in order (repeatable). " + ". ".join(
         "{}: {}".format(KINDS[kind].split()[0], ", ".join(registry(kind))) for kind in KINDS)
+
+
+def _fraction(text):
+    """argparse type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not a number".format(text))
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("{} must be between 0 and 1 (0.05 is 5 %)".format(value))
+    return value
+
+
+def _positive(text):
+    """argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not a number".format(text))
+    if not value > 0:
+        raise argparse.ArgumentTypeError("{} must be above 0".format(value))
+    return value
 
 
 def _count(text):
@@ -91,6 +113,7 @@ def build_parser():
     p.add_argument("--until", metavar="STAGE", help="stop after STAGE")
     p.add_argument("--only", metavar="STAGE", help="run STAGE alone (earlier stages must be cached)")
     p.add_argument("--keep-going", action="store_true", help="after a failed stage, run the stages that do not depend on it")
+    p.add_argument("--no-report", action="store_true", help="do not write <run dir>/report.html at the end")
     add_trust(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only errors")
@@ -143,6 +166,22 @@ def build_parser():
     p.add_argument("--output", "-o", required=True, help="the SavedModel directory to write (must not exist)")
     p.add_argument("--trainable-scopes", metavar="SCOPE,...", help="only weights under these name scopes become variables")
     add_trust(p)
+
+    p = add("report", cmd_report)
+    p.add_argument("run_dir", help="a run folder, runs/<run name>")
+    p.add_argument("--history", nargs="+", metavar="DIR", help="earlier runs (run folders, or folders of them) for trend plots")
+    p.add_argument("--format", default="html", choices=("html", "markdown"), help="html (default) or markdown (CI job summary)")
+    p.add_argument("--output", "-o", metavar="FILE", help="where to write it (default RUN_DIR/report.html; markdown: stdout)")
+
+    p = add("compare", cmd_compare)
+    p.add_argument("baseline", help="the baseline run folder")
+    p.add_argument("current", help="the run folder to judge")
+    p.add_argument("--history", nargs="+", metavar="DIR", help="earlier runs: their night-to-night spread widens the noise band")
+    p.add_argument("--tolerance", type=_fraction, default=0.05, help="relative change allowed in latency and throughput (default 0.05)")
+    p.add_argument("--accuracy-tolerance", type=_fraction, default=0.02, help="absolute drop allowed in accuracy (default 0.02)")
+    p.add_argument("--k", type=_positive, default=3.0, help="history band width in robust standard deviations (default 3)")
+    p.add_argument("--format", default="text", choices=("text", "json", "markdown"))
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML file, one test case per figure")
 
     p = add("validate", cmd_validate)
     p.add_argument("config")

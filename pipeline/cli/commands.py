@@ -23,15 +23,73 @@ def cmd_run(args):
     progress.log("deploy run {} -> {}/{} (target {})".format(args.config, config.run.dir, config.run.name, target.name))
     report = run(config, target, force=force, force_all=ALL_STAGES in (args.force or []), from_stage=args.from_stage,
                  until=args.until, only=args.only, keep_going=args.keep_going, progress=progress)
+    report_path = None if args.no_report else _write_run_report(report.run_dir)
     if args.json:
         progress.event("summary", run_dir=str(report.run_dir), exit_code=report.exit_code,
-                       stages=[vars(s) for s in report.stages])
+                       stages=[vars(s) for s in report.stages], report=report_path and str(report_path))
     elif not args.quiet:
         print("\n" + format_summary(report), file=sys.stderr)
-    for s in report.stages:
+        if report_path:
+            print("report: {}".format(report_path), file=sys.stderr)
+    for s in report.stages:  # the errors last: the line a user (or CI log) reads first
         if s.status == "failed":
             print("deploy: error: stage {}: {}".format(s.name, s.message), file=sys.stderr)
     return report.exit_code
+
+
+def _write_run_report(run_dir):
+    """The HTML report at the end of every run, or None: a report that cannot be written is a warning,
+    never a failed run."""
+    from pipeline.report import write_report
+
+    try:
+        return write_report(run_dir)
+    except DeployError as e:
+        print("deploy: warning: no report: {}".format(e.message), file=sys.stderr)
+        return None
+
+
+def cmd_report(args):
+    """Write a run's report: one self-contained HTML page (or Markdown for a CI job summary)."""
+    from pipeline.report import markdown_report, write_report
+
+    if args.format == "markdown":
+        text = markdown_report(args.run_dir)
+        if args.output:
+            _write_or_fail(args.output, text, "-o")
+        else:
+            sys.stdout.write(text)
+        return 0
+    path = write_report(args.run_dir, history=args.history or (), output=args.output)
+    print(path)
+    return 0
+
+
+def cmd_compare(args):
+    """Compare a run with a baseline run: latency, throughput, accuracy; noise-aware. Exit 4 on a regression."""
+    from pipeline.errors import EXIT_DIFFERENT
+    from pipeline.report.collect import expand_history, load_run
+    from pipeline.report.compare import compare_runs, format_junit, format_markdown, format_text
+
+    baseline, current = load_run(args.baseline), load_run(args.current)
+    history = [h for h in expand_history(args.history or ()) if h["dir"] not in (baseline["dir"], current["dir"])]
+    result = compare_runs(baseline, current, history, tolerance=args.tolerance,
+                          accuracy_tolerance=args.accuracy_tolerance, k=args.k)
+    text = {"text": format_text, "markdown": format_markdown,
+            "json": lambda r: json.dumps(r, indent=2, sort_keys=True)}[args.format](result)
+    print(text)
+    if args.junit:
+        _write_or_fail(args.junit, format_junit(result), "--junit")
+    return 0 if result["passed"] else EXIT_DIFFERENT
+
+
+def _write_or_fail(path, text, flag):
+    from pipeline.files import write_text
+
+    try:
+        write_text(path, text)
+    except OSError as e:
+        raise DeployError("{} {}: cannot write ({})".format(flag, path, e.strerror or e))
 
 
 def cmd_check(args):

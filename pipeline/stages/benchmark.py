@@ -23,7 +23,7 @@ KEY = "stages.benchmark"
     inputs={"onnx": "convert", "engine": "engine"},
     optional=("engine",),
     outputs={"benchmark": "benchmark.json"},
-    version=2,
+    version=3,
     uses=("target", "dataset", "device"),
     tools=("onnxruntime", "numpy"),
 )

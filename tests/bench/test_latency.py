@@ -72,7 +72,8 @@ def test_summarize_single_time_and_types():
     assert s["iterations"] == 1
     assert s["std_ms"] == 0.0
     assert s["p50_ms"] == s["p99_ms"] == pytest.approx(2.0)
-    assert all(type(v) is float for k, v in s.items() if k != "iterations")
+    assert all(type(v) is float for k, v in s.items() if k not in ("iterations", "percentiles_ms"))
+    assert all(type(v) is float for v in s["percentiles_ms"])
     assert type(s["iterations"]) is int
 
 
@@ -184,3 +185,13 @@ def test_latency_module_imports_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_summarize_keeps_the_distribution_as_101_percentiles():
+    rng = np.random.default_rng(2)
+    times = list(rng.lognormal(-6, 0.3, size=777))
+    s = summarize(times, batch_size=2)
+    p = s["percentiles_ms"]
+    assert len(p) == 101 and p == sorted(p)
+    assert p[0] == pytest.approx(s["min_ms"], rel=1e-5) and p[100] == pytest.approx(s["max_ms"], rel=1e-5)
+    assert p[50] == pytest.approx(s["p50_ms"], rel=1e-5) and p[99] == pytest.approx(s["p99_ms"], rel=1e-5)

@@ -60,7 +60,7 @@ def test_registered():
     assert st.optional == ("engine",)  # runs on the ONNX model when the engine stage is pending
     assert st.outputs == {"benchmark": "benchmark.json"}
     assert st.uses == ("target", "dataset", "device")
-    assert st.version == 2
+    assert st.version == 3  # 3: results keep percentiles_ms
 
 
 def test_benchmark_json(tmp_path):

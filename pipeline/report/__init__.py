@@ -1,0 +1,44 @@
+"""``deploy report``: a run folder as one self-contained HTML page (or Markdown for a CI summary).
+
+    load_run(run_dir)            -> plain data (collect)
+    render_html(run, history)    -> the page (html; plots from plots, cached under <run>/.report/)
+    render_markdown(run)         -> the job summary (markdown)
+    write_report(run_dir, ...)   -> writes <run>/report.html atomically and returns its path
+"""
+
+from pathlib import Path
+
+from pipeline import files
+from pipeline.report.collect import expand_history, load_run
+from pipeline.report.plots import CACHE
+
+REPORT = "report.html"
+
+
+def write_report(run_dir, history=(), output=None):
+    """Write the HTML report of ``run_dir`` (to ``output`` or ``<run_dir>/report.html``); its path."""
+    from pipeline import __version__
+    from pipeline.report.html import render_html
+
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)
+    past = expand_history(history)
+    page = render_html(run, [r for r in past if Path(r["dir"]).resolve() != run_dir.resolve()],
+                       cache=run_dir / CACHE, generated_by="deploy " + __version__)
+    out = Path(output) if output else run_dir / REPORT
+    try:
+        files.write_text(out, page)
+    except OSError as e:
+        from pipeline.errors import DeployError
+
+        raise DeployError("{}: cannot write the report ({}); pass -o FILE somewhere writable".format(out, e.strerror or e))
+    return out
+
+
+def markdown_report(run_dir):
+    from pipeline.report.markdown import render_markdown
+
+    return render_markdown(load_run(run_dir))
+
+
+__all__ = ["load_run", "expand_history", "write_report", "markdown_report", "REPORT"]

@@ -1,0 +1,135 @@
+"""Read a run folder (``runs/<name>/``) into one plain dict: what ``deploy report`` and ``deploy compare`` use.
+
+Every piece is optional: a run that stopped at check has no benchmark, a host-only run no engine.
+The stage table comes from ``run.json`` (the last ``deploy run``: ran, cached, pending, failed) and
+each stage's ``manifest.json`` (when the result was made and how long it took). A file that exists
+but does not parse is bad input, named with its path.
+"""
+
+import json
+from pathlib import Path
+
+from pipeline.errors import DeployError
+
+STAGES = ("train", "export", "freeze", "check", "rewrite", "convert", "engine", "benchmark")
+FILES = {  # key -> path inside the run folder
+    "history": "train/history.json",
+    "check": "check/check.json",
+    "rewrite": "rewrite/rewrite.json",
+    "comparison": "convert/comparison.json",
+    "benchmark": "benchmark/benchmark.json",
+}
+
+
+def _read_json(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise DeployError("{}: cannot read {} ({}); run the stage again (deploy run --force STAGE)".format(
+            path, what, getattr(e, "strerror", None) or e))
+
+
+def is_run_dir(path):
+    path = Path(path)
+    return path.is_dir() and ((path / "run.json").is_file() or any((path / s / "manifest.json").is_file() for s in STAGES))
+
+
+def load_run(run_dir):
+    """Everything a report shows about ``run_dir``, as plain data."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise DeployError("{}: no such run folder; give runs/<run name> (run.dir/run.name of a config)".format(run_dir))
+    if not is_run_dir(run_dir):
+        raise DeployError("{}: not a deploy run folder (no run.json and no stage manifest); give runs/<run name>, "
+                          "the folder deploy run writes".format(run_dir))
+    record = _read_json(run_dir / "run.json", "the run record") or {}
+    manifests = {s: _read_json(run_dir / s / "manifest.json", "the {} manifest".format(s)) for s in STAGES}
+    data = {key: _read_json(run_dir / rel, key) for key, rel in FILES.items()}
+    return {
+        "dir": str(run_dir),
+        "name": record.get("run") or run_dir.name,
+        "record": record,
+        "stages": _stage_table(record, manifests),
+        "engine": (manifests.get("engine") or {}).get("results") or None,
+        "when": record.get("finished") or _latest_started(manifests),
+        **data,
+    }
+
+
+def _stage_table(record, manifests):
+    """One row per stage: the last run's status and message, and when/how long the result took to make."""
+    rows, seen = [], set()
+    for entry in record.get("stages") or []:
+        name = entry.get("name")
+        manifest = manifests.get(name) or {}
+        made = entry.get("status") in ("ran", "cached")  # else an older manifest is not what this run has
+        rows.append({
+            "name": name, "status": entry.get("status"), "message": entry.get("message") or "",
+            "summary": _summary(entry.get("results")) or (_summary(manifest.get("results")) if made else ""),
+            "seconds": manifest.get("duration_s") if made else None,
+            "made": manifest.get("started") if made else None,
+        })
+        seen.add(name)
+    for name in STAGES:  # no run record (an older run, or a copied folder): what the manifests say
+        manifest = manifests.get(name)
+        if name not in seen and manifest:
+            rows.append({"name": name, "status": "done" if manifest.get("status") == "ok" else manifest.get("status"),
+                         "message": "", "summary": _summary(manifest.get("results")),
+                         "seconds": manifest.get("duration_s"), "made": manifest.get("started")})
+    return rows
+
+
+def _summary(results):
+    return str(results.get("summary", "")) if isinstance(results, dict) else ""
+
+
+def _latest_started(manifests):
+    stamps = [m.get("started") for m in manifests.values() if m and m.get("started")]
+    return max(stamps) if stamps else None
+
+
+def results_by_batch(run):
+    """{batch size: result row} of a run's benchmark (empty when there is none)."""
+    bench = run.get("benchmark") or {}
+    return {r["batch_size"]: r for r in bench.get("results") or [] if "batch_size" in r}
+
+
+def accuracy_of(run):
+    """The accuracy figures a run has: engine top-1 agreement and max difference against ONNX Runtime,
+    TF-vs-ONNX max difference, and the last epoch's validation accuracy."""
+    out = {}
+    bench = run.get("benchmark") or {}
+    acc = bench.get("accuracy") or {}
+    if acc:
+        out["engine_top1_agreement"] = acc.get("top1_agreement")
+        out["engine_max_abs_diff"] = acc.get("max_abs_diff")
+        out["precision"] = (acc.get("tolerance") or {}).get("precision")
+    comparison = run.get("comparison") or {}
+    if comparison.get("max_abs_diff") is not None:
+        out["onnx_max_abs_diff"] = comparison["max_abs_diff"]
+    epochs = (run.get("history") or {}).get("epochs") or []
+    if epochs and epochs[-1].get("val_accuracy") is not None:
+        out["val_accuracy"] = epochs[-1]["val_accuracy"]
+    return out
+
+
+def expand_history(paths):
+    """Run folders from ``--history`` arguments: each a run folder, or a folder of run folders (a
+    nightly archive). Ordered oldest first by when each run finished."""
+    runs = []
+    for p in paths:
+        p = Path(p)
+        if is_run_dir(p):
+            runs.append(p)
+        elif p.is_dir():
+            found = sorted(c for c in p.iterdir() if is_run_dir(c))
+            if not found:
+                raise DeployError("--history {}: holds no deploy run folder (runs/<name> with run.json)".format(p))
+            runs.extend(found)
+        else:
+            raise DeployError("--history {}: no such folder".format(p))
+    loaded = [load_run(r) for r in runs]
+    return sorted(loaded, key=lambda r: (r.get("when") or "", r["dir"]))

@@ -1,0 +1,52 @@
+"""The run report in Markdown: a CI job summary (GitHub's ``$GITHUB_STEP_SUMMARY``) or a PR comment."""
+
+from pipeline.report.collect import results_by_batch
+from pipeline.report.html import fmt
+
+
+def _row(cells):
+    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def _table(header, rows):
+    return [_row(header), _row(["---"] * len(header))] + [_row(r) for r in rows]
+
+
+def render_markdown(run):
+    record = run.get("record") or {}
+    check = run.get("check") or {}
+    lines = ["## deploy: {}".format(run["name"]), ""]
+    facts = [("target", record.get("target")), ("exit code", record.get("exit_code")), ("finished", record.get("finished")),
+             ("check", check.get("verdict"))]
+    lines.append(" · ".join("**{}** {}".format(k, v) for k, v in facts if v is not None))
+    lines.append("")
+    lines += _table(["stage", "status", "result"], [[s["name"], s.get("status"), s.get("summary") or s.get("message") or ""]
+                                                     for s in run["stages"]])
+    bench = run.get("benchmark") or {}
+    results = sorted(results_by_batch(run).items())
+    if results:
+        where = bench.get("where") or {}
+        lines += ["", "### Latency ({})".format(where.get("note") or "on {}".format(where.get("device") or "the device")), ""]
+        lines += _table(["batch", "p50 ms", "p99 ms", "mean ms", "img/s"], [
+            [bs, fmt(r.get("p50_ms")), fmt(r.get("p99_ms")), fmt(r.get("mean_ms")), fmt(r.get("throughput_ips"), 4)]
+            for bs, r in results])
+        for w in where.get("warnings") or []:
+            lines.append("")
+            lines.append("> warning: {}".format(w))
+    acc = bench.get("accuracy")
+    comparison = run.get("comparison") or {}
+    if acc or comparison:
+        lines += ["", "### Accuracy", ""]
+        rows = []
+        if comparison:
+            rows.append(["TensorFlow → ONNX", "fp32", fmt(comparison.get("max_abs_diff")), "–"])
+        if acc:
+            top1 = acc.get("top1_agreement")
+            rows.append(["ONNX → engine", (acc.get("tolerance") or {}).get("precision"), fmt(acc.get("max_abs_diff")),
+                         "–" if top1 is None else "{:.1%}".format(top1)])
+        lines += _table(["comparison", "precision", "max abs diff", "top-1 agreement"], rows)
+    cons = bench.get("consistency")
+    if cons:
+        lines += ["", "**batch consistency** {} (batches of {})".format(
+            "pass" if cons.get("passed") else "FAIL", ", ".join(str(b) for b in cons.get("batch_sizes") or []))]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,94 @@
+"""deploy compare: a regression gate that tells a slower model from a noisy measurement."""
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pipeline.report.collect import load_run
+from pipeline.report.compare import compare_runs, history_band, quantile_interval
+
+from conftest import deploy
+from reportkit import bench_rows, make_run
+
+
+def verdicts(result):
+    return {r["metric"]: r["verdict"] for r in result["rows"]}
+
+
+def test_same_model_measured_twice_is_not_a_regression(tmp_path):
+    """Wide spread, few calls: the two medians differ by more than 5 % by chance, and the gate says noise."""
+    for seed in range(20):
+        base = load_run(make_run(tmp_path / "a{}".format(seed), medians={1: 4.0}, spread=0.5, n=40, seed=seed))
+        cur = load_run(make_run(tmp_path / "b{}".format(seed), medians={1: 4.0}, spread=0.5, n=40, seed=seed + 100))
+        result = compare_runs(base, cur)
+        assert result["passed"], result["rows"]
+    row = [r for r in result["rows"] if r["metric"] == "p50 b1 (ms)"][0]
+    assert row["verdict"] in ("ok", "noise")
+
+
+def test_a_real_slowdown_is_a_regression(tmp_path):
+    base = load_run(make_run(tmp_path / "base", medians={1: 4.0, 8: 20.0}))
+    cur = load_run(make_run(tmp_path / "cur", medians={1: 5.0, 8: 20.0}, seed=7))
+    result = compare_runs(base, cur)
+    v = verdicts(result)
+    assert v["p50 b1 (ms)"] == "regression" and v["throughput b1 (img/s)"] == "regression"
+    assert v["p50 b8 (ms)"] in ("ok", "noise")
+    assert not result["passed"]
+    faster = compare_runs(cur, base)
+    assert verdicts(faster)["p50 b1 (ms)"] == "improved" and faster["passed"]
+
+
+def test_history_spread_absorbs_night_to_night_noise(tmp_path):
+    """Tight runs (each run's interval is narrow) but nights that vary by ±10 %: an 8 % change is noise."""
+    nights = [load_run(make_run(tmp_path / "n{}".format(i), medians={1: m}, spread=0.02, seed=i))
+              for i, m in enumerate((4.0, 4.4, 3.7, 4.3, 3.9))]
+    base = load_run(make_run(tmp_path / "base", medians={1: 4.0}, spread=0.02, seed=50))
+    cur = load_run(make_run(tmp_path / "cur", medians={1: 4.32}, spread=0.02, seed=51))
+    assert verdicts(compare_runs(base, cur))["p50 b1 (ms)"] == "regression"  # no history: the runs alone disagree
+    assert verdicts(compare_runs(base, cur, history=nights))["p50 b1 (ms)"] == "noise"
+    slow = load_run(make_run(tmp_path / "slow", medians={1: 6.0}, spread=0.02, seed=52))
+    assert verdicts(compare_runs(base, slow, history=nights))["p50 b1 (ms)"] == "regression"
+
+
+def test_accuracy_consistency_and_check_regressions(tmp_path):
+    base = load_run(make_run(tmp_path / "base"))
+    cur = load_run(make_run(tmp_path / "cur", top1=0.93, consistency=False, deployable=False))
+    v = verdicts(compare_runs(base, cur))
+    assert v["engine top-1 agreement"] == "regression"
+    assert v["batch consistency"] == "regression" and v["check: deployable"] == "regression"
+    small = load_run(make_run(tmp_path / "small", top1=0.985))
+    assert verdicts(compare_runs(base, small))["engine top-1 agreement"] == "ok"
+
+
+def test_different_hardware_is_not_compared(tmp_path):
+    base = load_run(make_run(tmp_path / "tx2", medians={1: 4.0}))
+    cur = load_run(make_run(tmp_path / "nano", medians={1: 9.0}, board="jetson_nano"))
+    result = compare_runs(base, cur)
+    assert not any(r["metric"].startswith("p50") for r in result["rows"])
+    assert any("different hardware" in n and "jetson_nano" in n for n in result["notes"])
+
+
+def test_quantile_interval_and_band():
+    row = bench_rows({1: 4.0}, spread=0.1, n=400)[0]
+    lo, hi = quantile_interval(row, 0.5)
+    assert lo < row["p50_ms"] < hi and (hi - lo) / row["p50_ms"] < 0.05
+    assert quantile_interval({"p50_ms": 1.0}, 0.5) is None  # no percentiles_ms (an older benchmark.json)
+    assert history_band([1.0, 2.0], 3) is None
+    med, half = history_band([4.0, 4.4, 3.7, 4.3, 3.9], 3)
+    assert med == 4.0 and half == pytest.approx(3 * 1.4826 * 0.3)
+
+
+def test_cli_exit_codes_formats_and_junit(tmp_path):
+    base = make_run(tmp_path / "base", medians={1: 4.0})
+    cur = make_run(tmp_path / "cur", medians={1: 6.0}, seed=3)
+    res = deploy("compare", base, base)
+    assert res.returncode == 0 and "PASS: 0 regressions" in res.stdout
+    junit = tmp_path / "compare.xml"
+    res = deploy("compare", base, cur, "--format", "markdown", "--junit", junit)
+    assert res.returncode == 4 and "**regression**" in res.stdout
+    suite = ET.parse(junit).getroot()
+    assert int(suite.get("failures")) >= 2 and suite.find("testcase/failure") is not None
+    res = deploy("compare", base, cur, "--tolerance", "0.6")
+    assert res.returncode == 0, res.stdout
+    res = deploy("compare", base, tmp_path / "nope")
+    assert res.returncode == 1 and "no such run folder" in res.stderr
