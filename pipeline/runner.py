@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from pipeline import files
+from pipeline.cache import MANIFEST, cache_hit, cache_key, inputs_key, made_elsewhere, read_manifest
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STAGE_FAILED, DeployError
 from pipeline.data.dataset import fingerprint_dataset, prepare_dataset
 from pipeline.lock import RunLock
 from pipeline.stages import StageContext, registry, source_artifacts
 from pipeline.stages.tools import tool_versions
-
-MANIFEST = "manifest.json"
 
 
 @dataclass
@@ -67,44 +66,6 @@ def _select(names, from_stage, until, only):
     start = names.index(from_stage) if from_stage else 0
     end = names.index(until) + 1 if until else len(names)
     return set(names[start:end])
-
-
-def _read_manifest(stage_dir):
-    try:
-        with open(stage_dir / MANIFEST) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def _cache_hit(stage, stage_dir, key, progress=None):
-    """The manifest of an up-to-date result whose outputs still hold what was written, else None.
-
-    Each output's content is checked against the sha256 the manifest recorded; when its size,
-    mtime and inode are what the manifest recorded too, the hash is trusted without reading the
-    bytes (DVC's fast path). A malformed manifest is "not cached"."""
-    manifest = _read_manifest(stage_dir)
-    try:
-        if not manifest or manifest.get("status") != "ok" or manifest.get("key") != key:
-            return None
-        outputs = manifest["outputs"]
-        if set(outputs) != set(stage.outputs):
-            return None
-        for name, entry in outputs.items():
-            path = stage_dir / entry["path"]
-            if not path.exists() or stage_dir not in path.resolve().parents:
-                return None
-            if entry.get("stat") and files.stat_signature(path) == entry["stat"]:
-                continue
-            if files.sha256_path(path) != entry["sha256"]:
-                if progress is not None:
-                    progress.log("{:<9} {} changed since it was written (sha256 differs): running {} again".format(
-                        stage.name, entry["path"], stage.name))
-                    progress.event("stage", stage=stage.name, status="changed", message=entry["path"])
-                return None
-    except (KeyError, TypeError, AttributeError, ValueError):
-        return None
-    return manifest
 
 
 def _clean_stale(run_dir):
@@ -241,7 +202,9 @@ def execute(the_plan, progress):
             progress.log("{:<9} pending: {}".format(name, reason))
             progress.event("stage", stage=name, status="pending", message=reason)
             continue
-        manifest = None if step.forced else _cache_hit(stage, stage_dir, key, progress)
+        manifest = None if step.forced else cache_hit(stage, stage_dir, key, progress)
+        if manifest is None and not step.selected:
+            manifest = made_elsewhere(stage, stage_dir, key_data, progress)
         if manifest is not None:
             result = StageResult(name, "cached", results=manifest.get("results", {}))
             progress.log("{:<9} cached  {}".format(name, _headline(result)))
@@ -253,7 +216,7 @@ def execute(the_plan, progress):
             )
         else:
             result = _run_stage(stage, ctx, key, key_data, progress)
-            manifest = _read_manifest(stage_dir) if result.status == "ok" else None
+            manifest = read_manifest(stage_dir) if result.status == "ok" else None
             result.status = "ran" if result.status == "ok" else result.status
         report.stages.append(result)
         if manifest is not None:
@@ -263,33 +226,6 @@ def execute(the_plan, progress):
             unavailable.update(dict.fromkeys(stage.outputs, "{} failed".format(name)))
             stopped = not the_plan.keep_going
     return report
-
-
-def cache_key(the_plan, step, input_hashes):
-    """(key, what it hashes): the stage's name and version, its config section, the sections it
-    uses, the dataset's fingerprint if it reads the dataset, its inputs' hashes and the versions of
-    the tools it declares (so upgrading tf2onnx redoes convert, and nothing before it)."""
-    stage, config = step.stage, the_plan.config
-    key_data = {
-        "stage": step.name,
-        "version": stage.version,
-        "options": step.options.model_dump(mode="json"),
-        "uses": {u: _section(config, the_plan.target, u) for u in stage.uses},
-        "dataset": the_plan.dataset_fingerprint if "dataset" in stage.uses else None,
-        "inputs": input_hashes,
-        "tools": tool_versions(stage.tools),
-    }
-    return hashlib.sha256(json.dumps(key_data, sort_keys=True).encode()).hexdigest(), key_data
-
-
-def _section(config, target, name):
-    """The config value a stage uses: a top-level section ("device") or a dotted key ("stages.convert.format")."""
-    if name == "target":
-        return target.model_dump(mode="json") if hasattr(target, "model_dump") else str(target)
-    value = config
-    for part in name.split("."):
-        value = getattr(value, part, None) if value is not None else None
-    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
 def _run_stage(stage, ctx, key, key_data, progress):
@@ -314,6 +250,7 @@ def _run_stage(stage, ctx, key, key_data, progress):
             "version": stage.version,
             "status": "ok",
             "key": key,
+            "inputs_key": inputs_key(key_data),
             "config_digest": hashlib.sha256(json.dumps(key_data["options"], sort_keys=True).encode()).hexdigest(),
             "options": key_data["options"],
             "inputs": {a: {"path": str(ctx.inputs[a]), "sha256": h} for a, h in key_data["inputs"].items()},
@@ -323,6 +260,7 @@ def _run_stage(stage, ctx, key, key_data, progress):
                 for a, rel in stage.outputs.items()
             },
             "tools": tool_versions(),
+            "stage_tools": key_data["tools"],  # the versions in the key (a stage's "tensorflow": tensorflow-cpu ...)
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
             "duration_s": round(seconds, 3),
             "results": results,

@@ -157,6 +157,33 @@ def test_from_needs_an_up_to_date_upstream(setup):
         setup(from_stage="convert")
 
 
+def test_from_takes_stages_made_by_other_tool_versions_as_they_are(setup, monkeypatch, capsys):
+    """A CI host job (TensorFlow installed) makes train..freeze; a Jetson job without TensorFlow runs
+    --from convert: freeze matches in config and inputs, so it is taken as it is, with a note naming
+    the tool. Without --from, freeze (it declares tensorflow) runs again, as after any upgrade; a
+    config change is never taken."""
+    from pipeline.stages import tools
+
+    setup("stages.convert={}")
+    real = tools.installed_versions()
+    monkeypatch.setattr(tools, "installed_versions",
+                        lambda: {name: v for name, v in real.items() if not name.startswith("tensorflow")})
+    tools.clear_cache()
+    try:
+        config = load_config(setup.config_path, ["stages.convert={}"])
+        capsys.readouterr()
+        report = run(config, load_target(config.target), progress=Progress("human"), from_stage="convert")
+        assert statuses(report) == {"train": "cached", "export": "cached", "freeze": "cached", "convert": "cached"}
+        note = [line for line in capsys.readouterr().err.splitlines() if line.startswith("freeze")]
+        assert "made with tensorflow" in note[0] and "(here not installed); taken as it is" in note[0]
+        with pytest.raises(DeployError, match="stage 'train' has no up-to-date result"):
+            setup("stages.convert={}", "stages.train.epochs=9", from_stage="convert")
+        assert statuses(setup("stages.convert={}"))["freeze"] == "ran"
+    finally:
+        monkeypatch.undo()
+        tools.clear_cache()
+
+
 def test_failed_stage_leaves_nothing_and_stops(setup):
     report = setup("stages.export.input_name=fail")
     assert statuses(report) == {"train": "ran", "export": "failed", "freeze": "not run"}
