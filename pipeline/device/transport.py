@@ -48,10 +48,18 @@ class Transport:
     def __init__(self, cfg, progress=None):
         self.cfg = cfg
         self.progress = progress
-        self.work = cfg.work_dir.rstrip("/")
-        self.agent_home = "{}/agent-{}".format(self.work, agent_digest())
+        self._work = cfg.work_dir.rstrip("/")
         self._agent_ready = False
         self._agent = None
+
+    @property
+    def work(self):
+        """The work folder on the device, an absolute path (the agent runs from inside it)."""
+        return self._work
+
+    @property
+    def agent_home(self):
+        return "{}/agent-{}".format(self.work, agent_digest())
 
     # -- what a transport implements
     def exec(self, command, stdin=None, timeout=None, what="a command"):
@@ -182,8 +190,7 @@ class LocalTransport(Transport):
 
     def __init__(self, cfg, progress=None):
         super().__init__(cfg, progress)
-        self.work = str(Path(os.path.expanduser(cfg.work_dir)).resolve())
-        self.agent_home = "{}/agent-{}".format(self.work, agent_digest())
+        self._work = str(Path(os.path.expanduser(cfg.work_dir)).resolve())
 
     def describe(self):
         return "this machine (device.transport: local)"
@@ -211,9 +218,8 @@ class SshTransport(Transport):
 
     def __init__(self, cfg, progress=None):
         super().__init__(cfg, progress)
-        if self.work.startswith("~/"):  # relative to the login's home: ssh starts there (a quoted ~ would not expand)
-            self.work = self.work[2:]
-            self.agent_home = "{}/agent-{}".format(self.work, agent_digest())
+        self._home_relative = None if self._work.startswith("/") else self._work[2:] if self._work.startswith("~/") \
+            else self._work  # ~/x or x: under the login's home, asked once (a quoted ~ would not expand)
         self.control_dir = tempfile.mkdtemp(prefix="deploy-ssh-")
         options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout={}".format(
             int(cfg.connect_timeout_s)), "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
@@ -228,6 +234,18 @@ class SshTransport(Transport):
 
     def describe(self):
         return "{}:{}".format(self.destination, self.cfg.port)
+
+    @property
+    def work(self):
+        if self._home_relative is not None:  # the agent cds into its folder: every path it gets must be absolute
+            res = self.exec('printf "%s" "$HOME"', what="finding the login's home folder")
+            home = res.stdout.decode(errors="replace").strip() if isinstance(res.stdout, bytes) else res.stdout.strip()
+            if res.returncode != 0 or not home.startswith("/"):
+                raise DeviceError("device.work_dir {}: cannot find the home folder of {} ({}); give an absolute "
+                                  "device.work_dir".format(self.cfg.work_dir, self.describe(), _last_line(res.stderr)))
+            self._work = "{}/{}".format(home.rstrip("/"), self._home_relative) if self._home_relative else home
+            self._home_relative = None
+        return self._work
 
     def _argv(self, command):
         return ["ssh"] + self.options + ["-p", str(self.cfg.port), self.destination, command]

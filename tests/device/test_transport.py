@@ -71,6 +71,26 @@ def test_a_file_is_sent_once(device, tmp_path):
     assert [line for line in device.transport.progress.lines if line.startswith("device: sending")] == sent
 
 
+def test_a_home_relative_work_dir_is_made_absolute_once(sshd, tmp_path):
+    """The default work_dir is ~/.cache/deploy-device: under the login's home, which the agent (it runs
+    from inside its own folder) must get as an absolute path."""
+    import os
+    import shutil
+    import uuid
+
+    name = ".cache/deploy-test-{}".format(uuid.uuid4().hex[:12])
+    dev = Device(ssh_cfg(sshd, "~/" + name), Log())
+    try:
+        model = tiny_onnx(tmp_path / "m.onnx")
+        remote = dev.transport.send(model)
+        assert remote.startswith(os.path.expanduser("~/" + name) + "/blobs/")  # sshd's user is this test's user
+        answer = dev.call({"command": "describe", "model": remote, "backend": "onnxruntime"})
+        assert answer["inputs"][0]["name"] == "input"
+    finally:
+        dev.transport.close()
+        shutil.rmtree(os.path.expanduser("~/" + name), ignore_errors=True)
+
+
 def test_fetch_is_atomic_and_complete(device, tmp_path):
     model = tiny_onnx(tmp_path / "m.onnx")
     remote = device.transport.send(model)

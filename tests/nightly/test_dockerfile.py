@@ -20,7 +20,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile.jetson"
 WRAPPER = ROOT / "scripts" / "jetson" / "agent-in-docker"
-AGENT = ROOT / "pipeline" / "device" / "agent"
 
 # The base image of each JetPack line, as shared/reference/device/containers.md gives them: l4t-base
 # r32.7.1 (jetson-containers' base for any R32.7), l4t-jetpack r35.4.1 (its base for R35 >= 35.4.1),
@@ -61,7 +60,7 @@ def stages(text):
     preamble, found, current = [], {}, None
     for line, word, rest in instructions(text):
         if word == "FROM":
-            match = re.match(r"^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$", rest, re.I)
+            match = re.match(r"^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$", rest, re.IGNORECASE)
             assert match and match.group(2), "line {}: every FROM names its stage: FROM {}".format(line, rest)
             current = match.group(2)
             assert current not in found, "stage {} is defined twice".format(current)
@@ -471,7 +470,7 @@ def test_deploy_runs_the_agent_through_the_wrapper(parsed, tmp_path, monkeypatch
     from pipeline.device.client import Device
 
     _, found = parsed
-    workdir, image_env = image_layout(tmp_path, found, "jp4.6")
+    _, image_env = image_layout(tmp_path, found, "jp4.6")
     bin_dir = tmp_path / "host-bin"
     bin_dir.mkdir()
     docker = bin_dir / "docker"
@@ -479,8 +478,9 @@ def test_deploy_runs_the_agent_through_the_wrapper(parsed, tmp_path, monkeypatch
     docker.chmod(0o755)
     host_root = tmp_path / "host-root"
     (host_root / "etc").mkdir(parents=True)
-    (host_root / "etc" / "nv_tegra_release").write_text(
-        "# R32 (release), REVISION: 7.1, GCID: 29689809, BOARD: t186ref, EABI: aarch64, DATE: Wed Feb  2 21:33:23 UTC 2022\n")
+    (host_root / "etc" / "nv_tegra_release").write_text(  # a TX2's, from tests/device/samples/identity/
+        "# R32 (release), REVISION: 7.1, GCID: 29689809, BOARD: t186ref, EABI: aarch64, "
+        "DATE: Wed Feb  2 21:33:23 UTC 2022\n")
     log = tmp_path / "docker.log"
     env = {"PATH": "{}:{}".format(bin_dir, os.environ.get("PATH", "/usr/bin:/bin")), "FAKE_DOCKER_LOG": str(log),
            "FAKE_HOST_ROOT": str(host_root), "FAKE_IMAGE_PATH": image_env["PATH"],
