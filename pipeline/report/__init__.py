@@ -27,6 +27,7 @@ def write_report(run_dir, history=(), output=None):
                        cache=run_dir / CACHE, generated_by="deploy " + __version__)
     out = Path(output) if output else run_dir / REPORT
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         files.write_text(out, page)
     except OSError as e:
         from pipeline.errors import DeployError

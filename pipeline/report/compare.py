@@ -7,9 +7,10 @@ A latency figure is a regression only when all three hold:
    quantiles do not overlap. A quantile's interval comes from the order statistics of the timed
    calls: for quantile q of n calls, the percentiles q ± 1.96·sqrt(q(1-q)/n), read off the 101
    percentiles each benchmark keeps (``percentiles_ms``);
-3. with ``--history`` runs (earlier nights), it is outside the night-to-night spread: beyond the
-   median of those nights by more than ``k`` robust standard deviations (1.4826 × MAD), the usual
-   band when three or more nights are given.
+3. with ``--history`` runs (earlier nights, five or more), it moved from the baseline by more than
+   the nights move among themselves: ``k`` robust standard deviations (1.4826 × MAD), relative to
+   the nights' median and scaled to the baseline. The nights say how much a figure wanders; the
+   baseline says where it should be.
 
 Throughput uses (1) and (3). Accuracy (engine top-1 agreement against ONNX Runtime, validation
 accuracy) regresses when it drops by more than ``accuracy_tolerance`` (absolute) and beyond the
@@ -54,10 +55,13 @@ def _at(pct, position):
     return pct[i] + (pct[i + 1] - pct[i]) * frac
 
 
+MIN_NIGHTS = 5  # below this the MAD of the nights says little about their spread
+
+
 def history_band(values, k):
-    """(median, half width) of the night-to-night spread of ``values``, or None with fewer than three."""
+    """(median, half width) of the night-to-night spread of ``values``, or None with fewer than MIN_NIGHTS."""
     values = [v for v in values if v is not None]
-    if len(values) < 3:
+    if len(values) < MIN_NIGHTS:
         return None
     med = statistics.median(values)
     mad = statistics.median(abs(v - med) for v in values)
@@ -129,16 +133,16 @@ def _judge(row, worse, b_ci, c_ci, band, tolerance, n):
     unbounded = b_ci is not None and c_ci is not None and any(math.isinf(v) for v in b_ci + c_ci)
     beyond_run_noise = (None if b_ci is None or c_ci is None or unbounded else
                         (c_ci[0] > b_ci[1] if worse else c_ci[1] < b_ci[0]))
-    beyond_history = None if band is None else (abs(c - band[0]) > band[1])
+    beyond_history = None if band is None else abs(c - row["baseline"]) > _noise(band, row["baseline"])
     if beyond_run_noise is False:
         return dict(row, verdict="noise", why="the 95 % intervals overlap ({} vs {})".format(_iv(b_ci), _iv(c_ci)))
     if unbounded and band is None:
         return dict(row, verdict="noise", why="{} calls cannot bound this quantile; give more iterations or --history "
                                               "runs".format(n))
     if beyond_history is False:
-        return dict(row, verdict="noise", why="within the nights' spread ({:.3g} ± {:.3g})".format(*band))
+        return dict(row, verdict="noise", why="within the nights' spread (± {:.1%})".format(band[1] / band[0]))
     why = "beyond {:.0%}{}{}".format(tolerance, "" if b_ci is None or unbounded else ", intervals {} vs {}".format(
-        _iv(b_ci), _iv(c_ci)), "" if band is None else ", nights {:.3g} ± {:.3g}".format(*band))
+        _iv(b_ci), _iv(c_ci)), "" if band is None else ", nights' spread ± {:.1%}".format(band[1] / band[0]))
     if b_ci is None:
         why += " (no percentiles_ms: run noise unknown)"
     return dict(row, verdict="regression" if worse else "improved", why=why)
@@ -165,8 +169,8 @@ def _higher_is_better(metric, b, c, past, tolerance, k, relative):
     band = history_band(past, k)
     if abs(c - b) <= limit:
         return dict(row, verdict="ok", why="within {}".format("{:.0%}".format(tolerance) if relative else tolerance))
-    if band is not None and abs(c - band[0]) <= band[1]:
-        return dict(row, verdict="noise", why="within the nights' spread ({:.3g} ± {:.3g})".format(*band))
+    if band is not None and abs(c - b) <= (_noise(band, b) if relative else band[1]):
+        return dict(row, verdict="noise", why="within the nights' spread (± {:.3g})".format(band[1]))
     return dict(row, verdict="regression" if c < b else "improved",
                 why="{} by more than {}".format("dropped" if c < b else "rose",
                                                 "{:.0%}".format(tolerance) if relative else tolerance))
@@ -184,6 +188,13 @@ def _pass_fail_rows(baseline, current):
         rows.append({"metric": metric, "baseline": b, "current": c, "change": None, "verdict": verdict,
                      "why": "was passing, now fails" if verdict == "regression" else ""})
     return rows
+
+
+def _noise(band, baseline):
+    """The nights' spread around the baseline: their half width relative to their median, scaled to the
+    baseline (the nights say how much a figure moves, the baseline where it should be)."""
+    median, half = band
+    return abs(baseline) * half / median if median else half
 
 
 def _rel(b, c):

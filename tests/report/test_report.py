@@ -101,8 +101,11 @@ def test_bad_input_is_one_line(tmp_path):
 
 def test_cli_report_html_markdown_and_errors(tmp_path):
     run = make_run(tmp_path / "tx2")
-    res = deploy("report", run, "-o", tmp_path / "out" / "r.html")
+    (tmp_path / "a-file").write_text("")
+    res = deploy("report", run, "-o", tmp_path / "a-file" / "r.html")
     assert res.returncode == 1 and "cannot write the report" in res.stderr and "Traceback" not in res.stderr
+    res = deploy("report", run, "-o", tmp_path / "new" / "folder" / "r.html")
+    assert res.returncode == 0 and (tmp_path / "new" / "folder" / "r.html").exists()
     res = deploy("report", run)
     assert res.returncode == 0 and res.stdout.strip() == str(run / "report.html")
     res = deploy("report", run, "--format", "markdown")
