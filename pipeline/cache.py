@@ -7,6 +7,7 @@ fingerprint if it reads the dataset, its inputs' hashes and the versions of the 
 
 import hashlib
 import json
+from pathlib import Path
 
 from pipeline import files
 from pipeline.stages.tools import tool_versions
@@ -37,7 +38,7 @@ def cache_hit(stage, stage_dir, key, progress=None, field="key"):
             return None
         for name, entry in outputs.items():
             path = stage_dir / entry["path"]
-            if not path.exists() or stage_dir not in path.resolve().parents:
+            if not path.exists() or Path(stage_dir).resolve() not in path.resolve().parents:  # inside the stage folder
                 return None
             if entry.get("stat") and files.stat_signature(path) == entry["stat"]:
                 continue

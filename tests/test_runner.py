@@ -149,6 +149,13 @@ def test_force_all_from_until_only(setup):
     assert statuses(setup("stages.train.epochs=7", only="export")) == {"train": "cached", "export": "ran", "freeze": "skipped"}
 
 
+def test_a_relative_run_dir_is_cached_too(setup, tmp_path, monkeypatch):
+    """The shipped configs use run.dir: runs (relative to the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    assert set(statuses(setup("run.dir=runs2")).values()) == {"ran"}
+    assert set(statuses(setup("run.dir=runs2")).values()) == {"cached"}
+
+
 def test_from_needs_an_up_to_date_upstream(setup):
     setup()
     with pytest.raises(DeployError, match=r"stage 'train' has no up-to-date result in .*train \(its config or inputs changed\)"):
