@@ -2,7 +2,7 @@
 registry: hadolint on the Dockerfile, its structure (the three JetPack lines' base images, the agent
 copied, a non-root user, the numpy and CUDA-binding pins), the wrapper's `docker run` command line
 (a fake `docker` first on PATH), and the agent answering a ping laid out as the image lays it out.
-The image itself is built on a board (docs/nightly-image.md)."""
+The image itself is built on a board (docs/nightly.md)."""
 
 import grp
 import json
@@ -30,7 +30,7 @@ BASE_IMAGES = {
     "jp6": "nvcr.io/nvidia/l4t-jetpack:r36.4.0",
 }
 AGENT_STAGES = tuple(BASE_IMAGES)
-JETPACK_VALUES = ("4.6", "5", "6", "6-deploy")  # what --build-arg JETPACK= accepts (docs/nightly-image.md)
+JETPACK_VALUES = ("4.6", "5", "6", "6-deploy")  # what --build-arg JETPACK= accepts (docs/nightly.md)
 
 
 # ------------------------------------------------------------------------------------------------
