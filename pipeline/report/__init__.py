@@ -20,6 +20,11 @@ def write_report(run_dir, history=(), output=None):
     from pipeline import __version__
     from pipeline.report.html import render_html
 
+    import time
+
+    from pipeline.report.plots import prune
+
+    started = time.time() - 1  # file times may be coarser than time.time()
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     past = expand_history(history)
@@ -33,6 +38,7 @@ def write_report(run_dir, history=(), output=None):
         from pipeline.errors import DeployError
 
         raise DeployError("{}: cannot write the report ({}); pass -o FILE somewhere writable".format(out, e.strerror or e))
+    prune(run_dir / CACHE, before=started)
     return out
 
 

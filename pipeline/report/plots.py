@@ -9,6 +9,7 @@ is deterministic: fixed ids (``svg.hashsalt``) and no date.
 import hashlib
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -25,6 +26,10 @@ def cached_svg(cache_dir, kind, data):
     digest = hashlib.sha256(json.dumps([kind, PLOT_VERSION, data], sort_keys=True, default=str).encode()).hexdigest()[:24]
     path = Path(cache_dir) / "{}-{}.svg".format(kind, digest) if cache_dir is not None else None
     if path is not None and path.is_file():
+        try:
+            os.utime(path)  # used now: prune() keeps it
+        except OSError:
+            pass
         return path.read_text(encoding="utf-8")
     svg = draw(data)
     if path is not None:
@@ -34,6 +39,17 @@ def cached_svg(cache_dir, kind, data):
         except OSError:
             pass  # a read-only run folder: the report is still written, the plot drawn again next time
     return svg
+
+
+def prune(cache_dir, before):
+    """Remove the cached plots no report has used since ``before`` (a time.time()): the plots of
+    earlier data. Each plot a report uses is touched when it is read or drawn."""
+    for path in Path(cache_dir).glob("*.svg"):
+        try:
+            if path.stat().st_mtime < before:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _figure(width, height):

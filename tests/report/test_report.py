@@ -1,6 +1,7 @@
 """deploy report: the HTML page and the Markdown summary from run folders; bad input."""
 
 import json
+import os
 import re
 
 import pytest
@@ -35,11 +36,16 @@ def test_plots_are_cached_and_deterministic(tmp_path):
     first = write_report(run).read_text()
     cache = sorted((run / ".report").iterdir())
     assert len(cache) == 4
-    stamps = [p.stat().st_mtime_ns for p in cache]
+    inodes = [p.stat().st_ino for p in cache]  # a redrawn plot is a new file (atomic write)
     second = write_report(run).read_text()
-    assert [p.stat().st_mtime_ns for p in sorted((run / ".report").iterdir())] == stamps  # reused, not redrawn
+    assert [p.stat().st_ino for p in sorted((run / ".report").iterdir())] == inodes  # reused, not redrawn
     strip = lambda page: re.sub(r"Written by .*? on [^.]*\.", "", page)  # noqa: E731
     assert strip(first) == strip(second)
+    old = run / ".report" / "latency_cdf-0123.svg"  # a plot of earlier data: pruned by the next report
+    old.write_text("<svg/>")
+    os.utime(old, (1, 1))
+    write_report(run)
+    assert not old.exists() and sorted((run / ".report").iterdir()) == cache
     for p in cache:
         p.unlink()
     assert strip(write_report(run).read_text()) == strip(first)  # drawn again: the same bytes
