@@ -12,16 +12,15 @@ Every failure becomes a one-line ``DeviceError`` saying what to do.
 """
 
 import hashlib
-import json
 import os
 import shlex
 import shutil
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
 from pipeline.device.errors import DeviceError, classify_ssh_failure
+from pipeline.device.process import AgentProcess, last_line, run_command
 from pipeline.files import sha256_path
 
 AGENT_DIR = Path(__file__).resolve().parent / "agent"
@@ -101,7 +100,7 @@ class Transport:
         res = self.exec(script, stdin=buffer.getvalue(), what="installing the agent")
         if res.returncode != 0:
             raise DeviceError("could not install the deploy agent in {} on {}: {}; check device.work_dir".format(
-                self.agent_home, self.describe(), _last_line(res.stderr)))
+                self.agent_home, self.describe(), last_line(res.stderr)))
 
     def call(self, request, timeout=None, what=None):
         """The agent's answer to ``request`` (its ``result``), or a DeviceError.
@@ -126,9 +125,9 @@ class Transport:
         """The error for an agent process that ended without answering."""
         if code == 127 or "No module named" in stderr or "not found" in stderr:
             return DeviceError("device.python: {} could not run the agent on {} ({}); set device.python to the "
-                               "board's Python 3.6+".format(self.cfg.python, self.describe(), _last_line(stderr)))
+                               "board's Python 3.6+".format(self.cfg.python, self.describe(), last_line(stderr)))
         return DeviceError("the agent on {} ended during {} (exit {}): {}".format(self.describe(), what, code,
-                                                                                 _last_line(stderr)))
+                                                                                 last_line(stderr)))
 
     def blob_path(self, digest, suffix):
         return "{}/blobs/{}{}".format(self.work, digest, suffix)
@@ -148,17 +147,17 @@ class Transport:
             shlex.quote(self.work), listing), what="listing the device's files")
         if res.returncode != 0:
             raise DeviceError("cannot use device.work_dir {} on {}: {}".format(self.work, self.describe(),
-                                                                               _last_line(res.stderr)))
+                                                                               last_line(res.stderr)))
         missing = set(res.stdout.decode().split())
         for path, remote in entries:
             if remote in missing:
-                self._log("device: sending {} ({})".format(path.name, _size(path)))
+                self.log("device: sending {} ({})".format(path.name, _size(path)))
                 tmp = "{}.part{}".format(remote, os.getpid())
                 self._copy_to(path, tmp)
                 moved = self.exec("mv {} {}".format(shlex.quote(tmp), shlex.quote(remote)), what="storing " + path.name)
                 if moved.returncode != 0:
                     raise DeviceError("could not store {} on {}: {}".format(path.name, self.describe(),
-                                                                            _last_line(moved.stderr)))
+                                                                            last_line(moved.stderr)))
         return [remote for _, remote in entries]
 
     def fetch(self, remote, local):
@@ -170,7 +169,7 @@ class Transport:
         os.replace(tmp, local)
         return local
 
-    def _log(self, message):
+    def log(self, message):
         if self.progress is not None:
             self.progress.log(message)
 
@@ -199,7 +198,7 @@ class LocalTransport(Transport):
         return ["sh", "-c", command]
 
     def exec(self, command, stdin=None, timeout=None, what="a command", stream=False):
-        return _run(self._argv(command), stdin, timeout, what, self, stream)
+        return run_command(self._argv(command), stdin, timeout, what, self, stream)
 
     def _copy_to(self, local, remote):
         shutil.copyfile(local, remote)
@@ -239,10 +238,10 @@ class SshTransport(Transport):
     def work(self):
         if self._home_relative is not None:  # the agent cds into its folder: every path it gets must be absolute
             res = self.exec('printf "%s" "$HOME"', what="finding the login's home folder")
-            home = res.stdout.decode(errors="replace").strip() if isinstance(res.stdout, bytes) else res.stdout.strip()
+            home = res.stdout.decode(errors="replace").strip()
             if res.returncode != 0 or not home.startswith("/"):
                 raise DeviceError("device.work_dir {}: cannot find the home folder of {} ({}); give an absolute "
-                                  "device.work_dir".format(self.cfg.work_dir, self.describe(), _last_line(res.stderr)))
+                                  "device.work_dir".format(self.cfg.work_dir, self.describe(), last_line(res.stderr)))
             self._work = "{}/{}".format(home.rstrip("/"), self._home_relative) if self._home_relative else home
             self._home_relative = None
         return self._work
@@ -251,7 +250,7 @@ class SshTransport(Transport):
         return ["ssh"] + self.options + ["-p", str(self.cfg.port), self.destination, command]
 
     def exec(self, command, stdin=None, timeout=None, what="a command", stream=False):
-        res = _run(self._argv(command), stdin, timeout, what, self, stream)
+        res = run_command(self._argv(command), stdin, timeout, what, self, stream)
         if res.returncode == 255:
             raise classify_ssh_failure(res.stderr, self, what)
         return res
@@ -263,7 +262,7 @@ class SshTransport(Transport):
 
     def _scp(self, source, dest, what):
         argv = ["scp", "-q"] + self.options + ["-P", str(self.cfg.port), source, dest]
-        res = _run(argv, None, None, what, self, False)
+        res = run_command(argv, None, None, what, self, False)
         if res.returncode != 0:
             raise classify_ssh_failure(res.stderr, self, what)
 
@@ -279,128 +278,6 @@ class SshTransport(Transport):
         subprocess.run(["ssh", "-o", "ControlPath={}/%C".format(self.control_dir), "-O", "exit", "-p",
                         str(self.cfg.port), self.destination], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(self.control_dir, ignore_errors=True)
-
-
-class AgentProcess:
-    """A running ``--serve`` agent: one JSON line per request and per answer; its stderr progress
-    lines (``deploy-agent: ...``) go to the progress log as they come."""
-
-    def __init__(self, argv, transport):
-        import queue
-
-        self.transport = transport
-        try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as e:
-            raise DeviceError("cannot run {}: {}; install it (apt install openssh-client)".format(argv[0], e.strerror))
-        self.answers = queue.Queue()
-        self.errors = []
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
-        self.stderr_reader.start()
-
-    def _read_stdout(self):
-        for raw in iter(self.proc.stdout.readline, b""):
-            self.answers.put(raw)
-        self.answers.put(None)
-
-    def _read_stderr(self):
-        for raw in iter(self.proc.stderr.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip()
-            if line.startswith("deploy-agent: "):
-                self.transport._log("device: " + line[len("deploy-agent: "):])
-            elif line:
-                self.errors.append(line)
-
-    def poll(self):
-        return self.proc.poll()
-
-    def ask(self, request, timeout, what):
-        import queue
-
-        try:
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it ended: the answer queue says so below
-        try:
-            raw = self.answers.get(timeout=timeout)
-        except queue.Empty:
-            self.stop()
-            raise DeviceError("{} on {} took longer than {} s; check the board (tegrastats) and re-run".format(
-                what, self.transport.describe(), timeout))
-        if raw is None:
-            code = self.proc.wait()
-            self.stderr_reader.join(timeout=5)
-            raise self.transport.agent_exited(code, "\n".join(self.errors), what)
-        try:
-            return json.loads(raw.decode("utf-8", "replace"))
-        except ValueError:
-            raise DeviceError("the agent on {} answered {} with something that is not JSON: {}".format(
-                self.transport.describe(), what, raw[:200]))
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-
-
-class Result:
-    def __init__(self, returncode, stdout, stderr):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-def _run(argv, stdin, timeout, what, transport, stream):
-    """Run ``argv``; stderr lines from the agent (``deploy-agent: ...``) go to the progress log as they come."""
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    except OSError as e:
-        raise DeviceError("cannot run {} for {}: {}; install it (apt install openssh-client)".format(
-            argv[0], what, e.strerror))
-    errors, chunks = [], []
-
-    def read_stderr():
-        for raw in iter(proc.stderr.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip()
-            if stream and line.startswith("deploy-agent: "):
-                transport._log("device: " + line[len("deploy-agent: "):])
-            else:
-                errors.append(line)
-
-    readers = [threading.Thread(target=read_stderr, daemon=True),
-               threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)]
-    for reader in readers:
-        reader.start()
-    try:
-        try:
-            if stdin:
-                proc.stdin.write(stdin)
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass  # the command ended without reading: its exit code and stderr say why
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise DeviceError("{} on {} took longer than {} s; check the board (tegrastats) and re-run".format(
-            what, transport.describe(), timeout))
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    for reader in readers:
-        reader.join()
-    out = b"".join(chunks)
-    return Result(proc.returncode, out, "\n".join(errors))
-
-
-def _last_line(text):
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
 
 
 def _size(path):
