@@ -1,15 +1,25 @@
 """The report in a real browser: headless Chromium (Debian's package) opens the file from disk,
 takes a screenshot, and the test checks that the plots rendered (their colours are on screen, and
-vanish when the SVGs are taken out), that the console stayed empty and that no request left the
-page: Chromium is pointed at a proxy on 127.0.0.1 that records every request it gets. A control
-page (an image URL and a console.error, no CSP) proves both detectors fire."""
+vanish when the SVGs are taken out), that the console stayed empty and that the page asked for
+nothing over the network.
+
+What the page asks for is read from Chromium itself, over the DevTools protocol on a pipe
+(``--remote-debugging-pipe``): every request the page's target sends (Network.requestWillBeSent)
+and every console message, exception and log entry (a blocked request under the page's CSP shows
+up there). The browser's own traffic (update checks, sign-in and time probes: Chromium 156 makes
+them even with every background switch off, and they change between releases) belongs to the
+browser, not to the page, and is not counted. A proxy on 127.0.0.1 still sinks whatever leaves
+the browser, so nothing reaches the network. A control page (an image URL and a console.error,
+no CSP) proves both detectors fire."""
 
 import http.server
+import json
 import os
 import re
 import shutil
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -22,9 +32,6 @@ pytestmark = pytest.mark.slow
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 PLOT_BLUE = (0x1F, 0x77, 0xB4)  # pipeline.report.plots.COLORS[0]
 PLOT_RED = (0xD6, 0x27, 0x28)
-# Chromium's own traffic, whatever the page (seen with an empty page and every background switch off):
-# sign-in and network-time probes. Anything else the proxy sees came from the page.
-BROWSER_OWN = re.compile(r"^(CONNECT (accounts|www)\.google\.com:443|GET http://clients2\.google\.com/time/)")
 QUIET = ("--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-default-apps",
          "--disable-extensions", "--disable-client-side-phishing-detection", "--disable-domain-reliability", "--no-pings",
          "--safebrowsing-disable-auto-update", "--no-default-browser-check", "--dns-prefetch-disable",
@@ -41,15 +48,14 @@ def chromium():
     return CHROMIUM
 
 
-class Recorder(http.server.BaseHTTPRequestHandler):
-    def _record(self):
-        request = "{} {}".format(self.command, self.path)
-        if not BROWSER_OWN.match(request):
-            self.server.requests.append(request)
+class Sink(http.server.BaseHTTPRequestHandler):
+    """Answers 404 to whatever the browser sends through it, so nothing leaves this machine."""
+
+    def _refuse(self):
         self.send_response(404)
         self.end_headers()
 
-    do_GET = do_POST = do_HEAD = do_CONNECT = _record
+    do_GET = do_POST = do_HEAD = do_CONNECT = _refuse
 
     def log_message(self, *args):
         pass
@@ -57,8 +63,7 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def proxy():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    server.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -66,16 +71,118 @@ def proxy():
     server.server_close()
 
 
-def screenshot(chromium, page, png, proxy, size=(1200, 5200)):
-    """Open ``page`` (a file) in headless Chromium; returns the console messages it logged."""
+class DevTools:
+    """The DevTools protocol over Chromium's pipe: NUL-terminated JSON messages on fds 3 (to the
+    browser) and 4 (from it)."""
+
+    def __init__(self, to_browser, from_browser):
+        self.out, self.inp = to_browser, from_browser
+        self.buffer = b""
+        self.events = []
+        self.next_id = 0
+
+    def _read(self, deadline):
+        while b"\0" not in self.buffer:
+            if time.monotonic() > deadline:
+                raise TimeoutError("Chromium did not answer over the DevTools pipe")
+            chunk = os.read(self.inp, 1 << 20)
+            if not chunk:
+                raise EOFError("Chromium closed the DevTools pipe")
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method, session=None, timeout=60, **params):
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self.out, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read(deadline)
+            if reply.get("id") == self.next_id:
+                assert "error" not in reply, (method, reply["error"])
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_for(self, method, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._read(deadline))
+
+    def settle(self, seconds):
+        """Keep collecting events for ``seconds`` (late requests and console messages)."""
+        import select
+
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if select.select([self.inp], [], [], max(0.0, end - time.monotonic()))[0]:
+                self.events.append(self._read(end + 5))
+
+
+class Visit:
+    def __init__(self, console, requests):
+        self.console, self.requests = console, requests
+
+
+def visit(chromium, page, png, proxy, size=(1200, 5200)):
+    """Open ``page`` (a file) in headless Chromium and save a screenshot to ``png``; returns the
+    console messages and the requests the page itself sent (the document's own load excluded)."""
+    import base64
+
+    to_browser_r, to_browser_w = os.pipe()
+    from_browser_r, from_browser_w = os.pipe()
     argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run", *QUIET,
-            "--user-data-dir={}".format(png.parent / (png.stem + "-profile")),
-            "--enable-logging=stderr", "--v=0", "--proxy-server=http://127.0.0.1:{}".format(proxy.server_address[1]),
-            "--proxy-bypass-list=<-loopback>", "--window-size={},{}".format(*size), "--screenshot={}".format(png),
-            page.resolve().as_uri()]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert png.exists(), res.stderr[-2000:]
-    return [line for line in res.stderr.splitlines() if ":CONSOLE" in line]
+            "--user-data-dir={}".format(png.parent / (png.stem + "-profile")), "--remote-debugging-pipe",
+            "--proxy-server=http://127.0.0.1:{}".format(proxy.server_address[1]), "--proxy-bypass-list=<-loopback>",
+            "about:blank"]
+
+    def fds():  # the browser reads commands on fd 3 and writes answers on fd 4 (dup2'd fds are inherited;
+        os.dup2(to_browser_r, 3)  # close_fds would close them after this runs, and Python's own fds are
+        os.dup2(from_browser_w, 4)  # close-on-exec anyway)
+
+    log = open(png.parent / (png.stem + "-chromium.log"), "wb")  # its chatter, for a failing test's reader
+    browser = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=fds, close_fds=False)
+    log.close()
+    os.close(to_browser_r)
+    os.close(from_browser_w)
+    tools = DevTools(to_browser_w, from_browser_r)
+    url = page.resolve().as_uri()
+    try:
+        target = tools.call("Target.createTarget", url="about:blank")["targetId"]
+        session = tools.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Network", "Runtime", "Log", "Page"):
+            tools.call(domain + ".enable", session)
+        tools.call("Emulation.setDeviceMetricsOverride", session, width=size[0], height=size[1],
+                   deviceScaleFactor=1, mobile=False)
+        tools.events = []  # what about:blank did is not the page's
+        tools.call("Page.navigate", session, url=url)
+        tools.wait_for("Page.loadEventFired")
+        tools.settle(0.5)
+        shot = tools.call("Page.captureScreenshot", session, format="png")
+        png.write_bytes(base64.b64decode(shot["data"]))
+        tools.call("Browser.close")
+    finally:
+        os.close(to_browser_w)
+        os.close(from_browser_r)
+        try:
+            browser.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+            browser.wait()
+    mine = [e for e in tools.events if e.get("sessionId") == session]
+    requests = [e["params"]["request"]["url"] for e in mine if e.get("method") == "Network.requestWillBeSent"
+                and e["params"]["request"]["url"] != url]
+    console = ["{}: {}".format(e["params"]["type"], " ".join(str(a.get("value", a.get("description", "")))
+                                                          for a in e["params"].get("args", [])))
+               for e in mine if e.get("method") == "Runtime.consoleAPICalled"]
+    console += ["exception: {}".format(e["params"]["exceptionDetails"].get("text"))
+                for e in mine if e.get("method") == "Runtime.exceptionThrown"]
+    console += ["{} {}: {}".format(e["params"]["entry"]["source"], e["params"]["entry"]["level"],
+                                   e["params"]["entry"]["text"])
+                for e in mine if e.get("method") == "Log.entryAdded"]
+    return Visit(console, requests)
 
 
 def colour_pixels(png, rgb, tolerance=40):
@@ -99,9 +206,9 @@ def test_the_detectors_fire_on_a_control_page(chromium, proxy, tmp_path):
     page = tmp_path / "control.html"
     page.write_text('<!DOCTYPE html><html><body><p>control</p><img src="http://example.invalid/pixel.png">'
                     '<script>console.error("control error")</script></body></html>')
-    console = screenshot(chromium, page, tmp_path / "control.png", proxy, size=(400, 300))
-    assert any("control error" in line for line in console), console
-    assert any("example.invalid" in r for r in proxy.requests), proxy.requests
+    seen = visit(chromium, page, tmp_path / "control.png", proxy, size=(400, 300))
+    assert any("control error" in line for line in seen.console), seen.console
+    assert any("example.invalid" in r for r in seen.requests), seen.requests
 
 
 def test_report_renders_its_plots_offline_without_console_errors(chromium, proxy, tmp_path):
@@ -111,9 +218,9 @@ def test_report_renders_its_plots_offline_without_console_errors(chromium, proxy
     run = make_run(tmp_path / "runs" / "jetson_tx2", finished="2026-11-24T02:00:00+0000")
     report = write_report(run, history=[nights])
     png = tmp_path / "report.png"
-    console = screenshot(chromium, report, png, proxy)
-    assert console == []
-    assert proxy.requests == []
+    seen = visit(chromium, report, png, proxy)
+    assert seen.console == []
+    assert seen.requests == []
     assert ink(png) > 0.02
     blue, red = colour_pixels(png, PLOT_BLUE), colour_pixels(png, PLOT_RED)
     assert blue > 2000 and red > 1000, (blue, red)
@@ -121,7 +228,7 @@ def test_report_renders_its_plots_offline_without_console_errors(chromium, proxy
     # the same page without its SVGs: the plot colours are gone, so they were the plots
     bare = tmp_path / "bare.html"
     bare.write_text(re.sub(r"<svg.*?</svg>", "", report.read_text(), flags=re.S))
-    screenshot(chromium, bare, tmp_path / "bare.png", proxy)
+    visit(chromium, bare, tmp_path / "bare.png", proxy)
     assert colour_pixels(tmp_path / "bare.png", PLOT_BLUE) < blue / 20
 
 
@@ -135,7 +242,7 @@ def test_each_plot_renders_on_its_own(chromium, proxy, tmp_path):
         single = tmp_path / "plot{}.html".format(i)
         single.write_text(head + "<body>" + svg + "</body></html>")
         png = tmp_path / "plot{}.png".format(i)
-        assert screenshot(chromium, single, png, proxy, size=(900, 900)) == []
+        seen = visit(chromium, single, png, proxy, size=(900, 900))
+        assert seen.console == [] and seen.requests == [], (i, seen.console, seen.requests)
         assert ink(png) > 0.005, "plot {} is blank".format(i)
         assert colour_pixels(png, PLOT_BLUE) + colour_pixels(png, (0x2C, 0xA0, 0x2C)) > 150, "plot {} has no data drawn".format(i)
-    assert proxy.requests == []
