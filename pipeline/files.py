@@ -86,6 +86,15 @@ def umask():
     return _UMASK[0]
 
 
+def refuse_link(path):
+    """A DeployError when ``path`` is a symbolic link: deploy never follows a link where it writes,
+    deletes, truncates or locks inside a run folder (run folders travel as tar archives and live in
+    shared folders; a link there could point anywhere)."""
+    if os.path.islink(str(path)):
+        raise DeployError("{} is a symbolic link (to {}); deploy does not follow links where it writes in a run "
+                          "folder: remove the link and re-run".format(path, os.readlink(str(path))))
+
+
 def write_json(path, data):
     """Write JSON atomically."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

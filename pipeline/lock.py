@@ -8,6 +8,7 @@ import fcntl
 import os
 
 from pipeline.errors import DeployError
+from pipeline.files import refuse_link
 
 
 class RunLock:
@@ -16,9 +17,10 @@ class RunLock:
         self._fd = None
 
     def acquire(self):
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:  # a directory named .lock, a read-only folder
+        refuse_link(self.path)
+        try:  # O_NOFOLLOW: a link made between the check and the open is refused too (ELOOP)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as e:  # a directory named .lock, a read-only folder, a link
             raise DeployError("cannot lock {} ({}); remove it, or check the run folder's permissions".format(
                 self.path, e.strerror or e))
         try:

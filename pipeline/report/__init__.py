@@ -26,6 +26,7 @@ def write_report(run_dir, history=(), output=None):
 
     started = time.time() - 1  # file times may be coarser than time.time()
     run_dir = Path(run_dir)
+    files.refuse_link(run_dir / CACHE)  # the plot cache is written and pruned: never through a link
     run = load_run(run_dir)
     past = expand_history(history)
     page = render_html(run, [r for r in past if Path(r["dir"]).resolve() != run_dir.resolve()],

@@ -1,0 +1,60 @@
+"""Nothing deploy writes, prunes, truncates or locks in a run folder is reached through a symbolic
+link (run folders travel as tar archives and live in shared runs/ folders): a link where deploy
+writes is refused with a line naming it, and the file or folder it points at is left as it was."""
+
+import os
+
+import pytest
+
+from pipeline.errors import DeployError
+from pipeline.lock import RunLock
+from pipeline.report import write_report
+
+from conftest import deploy
+from reportkit import make_run
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(precious, run / ".lock")
+    with pytest.raises(DeployError, match=r"\.lock is a symbolic link"):
+        RunLock(run).acquire()
+    assert precious.read_text() == "keep me\n"
+
+
+def test_a_dangling_lock_link_creates_nothing_at_its_target(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(tmp_path / "elsewhere.lock", run / ".lock")
+    with pytest.raises(DeployError, match="symbolic link"):
+        RunLock(run).acquire()
+    assert not (tmp_path / "elsewhere.lock").exists()
+
+
+def test_a_plot_cache_that_is_a_link_is_refused_and_the_folder_it_points_at_untouched(tmp_path):
+    other = tmp_path / "someone-elses-plots"
+    other.mkdir()
+    old = other / "figure.svg"
+    old.write_text("<svg/>")
+    os.utime(old, (1, 1))  # older than any report: prune() would have removed it
+    run = make_run(tmp_path / "runs" / "tx2")
+    os.symlink(other, run / ".report")
+    with pytest.raises(DeployError, match=r"\.report is a symbolic link"):
+        write_report(run)
+    assert sorted(p.name for p in other.iterdir()) == ["figure.svg"]
+    assert not (run / "report.html").exists()
+
+
+def test_deploy_report_says_so_in_one_line(tmp_path):
+    other = tmp_path / "plots"
+    other.mkdir()
+    run = make_run(tmp_path / "runs" / "tx2")
+    os.symlink(other, run / ".report")
+    res = deploy("report", run)
+    assert res.returncode == 1, res.stderr
+    assert "symbolic link" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert list(other.iterdir()) == []
