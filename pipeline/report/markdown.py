@@ -1,11 +1,21 @@
-"""The run report in Markdown: a CI job summary (GitHub's ``$GITHUB_STEP_SUMMARY``) or a PR comment."""
+"""The run report in Markdown: a CI job summary (GitHub's ``$GITHUB_STEP_SUMMARY``) or a PR comment.
+
+Everything taken from the run folder is text, never markup: GitHub renders raw HTML inside Markdown,
+so ``<``, ``>`` and ``&`` are escaped as the HTML report escapes them."""
+
+import html
 
 from pipeline.report.collect import results_by_batch
 from pipeline.report.html import fmt
 
 
+def _text(value):
+    """A value from the run folder as inert Markdown text on one line."""
+    return html.escape(str(value), quote=False).replace("\n", " ")
+
+
 def _row(cells):
-    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    return "| " + " | ".join(_text(c).replace("|", "\\|") for c in cells) + " |"
 
 
 def _table(header, rows):
@@ -15,10 +25,10 @@ def _table(header, rows):
 def render_markdown(run):
     record = run.get("record") or {}
     check = run.get("check") or {}
-    lines = ["## deploy: {}".format(run["name"]), ""]
+    lines = ["## deploy: {}".format(_text(run["name"])), ""]
     facts = [("target", record.get("target")), ("exit code", record.get("exit_code")), ("finished", record.get("finished")),
              ("check", check.get("verdict"))]
-    lines.append(" · ".join("**{}** {}".format(k, v) for k, v in facts if v is not None))
+    lines.append(" · ".join("**{}** {}".format(k, _text(v)) for k, v in facts if v is not None))
     lines.append("")
     lines += _table(["stage", "status", "result"], [[s["name"], s.get("status"), s.get("summary") or s.get("message") or ""]
                                                      for s in run["stages"]])
@@ -26,13 +36,13 @@ def render_markdown(run):
     results = sorted(results_by_batch(run).items())
     if results:
         where = bench.get("where") or {}
-        lines += ["", "### Latency ({})".format(where.get("note") or "on {}".format(where.get("device") or "the device")), ""]
+        lines += ["", "### Latency ({})".format(_text(where.get("note") or "on {}".format(where.get("device") or "the device"))), ""]
         lines += _table(["batch", "p50 ms", "p99 ms", "mean ms", "img/s"], [
             [bs, fmt(r.get("p50_ms")), fmt(r.get("p99_ms")), fmt(r.get("mean_ms")), fmt(r.get("throughput_ips"), 4)]
             for bs, r in results])
         for w in where.get("warnings") or []:
             lines.append("")
-            lines.append("> warning: {}".format(w))
+            lines.append("> warning: {}".format(_text(w)))
     acc = bench.get("accuracy")
     comparison = run.get("comparison") or {}
     if acc or comparison:

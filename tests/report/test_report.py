@@ -91,6 +91,18 @@ def test_markdown_summary(tmp_path):
     assert "**batch consistency** pass" in text
 
 
+def test_markdown_summary_copies_no_markup_from_the_run_folder(tmp_path):
+    run = make_run(tmp_path / "tx2", message="<img src=x onerror=alert(1)>")
+    bench = json.loads((run / "benchmark" / "benchmark.json").read_text())
+    bench["where"]["note"] = "<script>alert(1)</script>"
+    bench["where"]["warnings"] = ["clocks <b>not</b> locked & hot"]
+    (run / "benchmark" / "benchmark.json").write_text(json.dumps(bench))
+    text = markdown_report(run)
+    assert "<script>" not in text and "<img" not in text and "<b>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "clocks &lt;b&gt;not&lt;/b&gt; locked &amp; hot" in text
+
+
 def test_bad_input_is_one_line(tmp_path):
     with pytest.raises(DeployError, match="no such run folder"):
         load_run(tmp_path / "missing")
