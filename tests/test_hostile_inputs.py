@@ -181,3 +181,21 @@ def test_rewrite_output_problems_are_found_before_any_pass_runs(tmp_path, capsys
         captured = capsys.readouterr()
         assert code == 1 and captured.err.strip().splitlines() == ["deploy: error: -o {}: {}".format(out, message)]
         assert "prune" not in captured.err  # nothing ran
+
+
+def test_rewrite_of_a_readable_model_that_is_not_a_frozen_graph_is_one_line(tmp_path, capsys):
+    """A good .keras (or a SavedModel) given to rewrite: it is read (check takes it), but it is not a
+    GraphDef; it was parsed as one and crashed with protobuf's DecodeError."""
+    import keras
+
+    inp = keras.Input((4,))
+    keras.Model(inp, keras.layers.Dense(2)(inp)).save(str(tmp_path / "my.keras"))
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main(["rewrite", str(tmp_path / "my.keras"), "-t", "jetson_tx2", "-o", str(out / "out.pb"), "--auto"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1, err
+    assert err[0].startswith("deploy: error: {}: is a Keras model; deploy rewrite takes a frozen graph".format(
+        tmp_path / "my.keras")), err
+    assert "--until freeze" in err[0]
+    assert os.listdir(str(out)) == []

@@ -37,7 +37,16 @@ class TFGraph:
 
         from pipeline.graph.parsing import sniff_protobuf
 
-        read_model(path)  # one-line errors for anything that is not a readable frozen graph
+        view = read_model(path)  # one-line errors for anything that is not a readable model
+        path = Path(path)
+        what = ("a SavedModel" if path.is_dir() or path.name in ("saved_model.pb", "saved_model.pbtxt")
+                else "a Keras model" if path.suffix.lower() in (".keras", ".h5", ".hdf5")
+                else "a meta graph (a training checkpoint's graph)" if path.suffix.lower() == ".meta"
+                else "an ONNX model (rename it to .onnx to rewrite it as one)" if view.kind == "onnx" else None)
+        if what is not None:
+            raise DeployError("{}: is {}; deploy rewrite takes a frozen graph (.pb, .pbtxt) or an .onnx model: freeze "
+                              "it first (deploy run with model.source: {} and --until freeze, then rewrite the run's "
+                              "freeze/frozen.pb)".format(path, what, path))
         graph_def = proto.GraphDef()
         data = Path(path).read_bytes()
         if sniff_protobuf(Path(path), expected="text" if str(path).endswith(".pbtxt") else "binary") == "text":
