@@ -49,8 +49,12 @@ def consistency_command(model, batch_sizes, samples, dataset=None, tolerance=Non
     argv += ["--tolerance", str(tolerance)] if tolerance is not None else []
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return (out.getvalue() + err.getvalue()).strip(), code
+        try:
+            code = main(argv)
+        except SystemExit as e:  # a flag argparse refused (its type= parser): usage error, exit 1
+            code = e.code
+    errors = "".join(line + "\n" for line in err.getvalue().splitlines() if not line.startswith("consistency: "))
+    return (out.getvalue() + errors).strip(), code
 
 
 def test_per_sample_model_passes():
@@ -103,6 +107,72 @@ def test_output_without_batch_dimension_is_not_compared():
     b = FakeSession((None, 8, 8, 3), ["per_sample", "scalar"], lambda x: [x.mean(axis=(1, 2, 3)), np.float32(x.mean())])
     report = batch_consistency(b, IMAGES[:2], batch_sizes=(2,))
     assert report.passed and not report.outputs[1].compared and "not the batch" in report.outputs[1].note
+
+
+def test_large_batches_are_checked_at_sampled_positions_and_still_fail_a_batch_dependent_model():
+    from pipeline.numeric.consistency import positions
+
+    rng = np.random.RandomState(0)
+    chosen = positions(1024, rng)
+    assert len(chosen) == 8 and {0, 1, 512, 1022, 1023} <= set(chosen) and chosen == sorted(set(chosen))
+    assert positions(1024, np.random.RandomState(0)) == chosen  # seeded: the same positions every run
+    assert positions(16, rng) == list(range(16))
+    calls = []
+
+    def batch_norm_in_training_mode(x):
+        calls.append(len(x))
+        return x - x.mean(axis=0, keepdims=True)
+
+    report = batch_consistency(fake(batch_norm_in_training_mode), IMAGES[:2], batch_sizes=(256,))
+    assert report.status == "inconsistent"
+    # per image: alone twice, one batch of copies, one batch per sampled position (8), not 256
+    assert calls.count(256) == 2 * (1 + 8) and report.runs == 2 * (2 + 1 + 8)
+
+
+def test_a_batch_too_big_for_memory_is_refused_before_any_run():
+    calls = []
+    session = fake(lambda x: calls.append(len(x)) or x, shape=(None, 224, 224, 3))
+    image = np.zeros((1, 224, 224, 3), "float32")  # 100000 of them: 112 GiB, twice
+    with pytest.raises(DeployError, match=r"batch size 100000 needs about .* GiB for its input alone .* use batch sizes "
+                                          r"up to \d+"):
+        batch_consistency(session, image, batch_sizes=(2, 100000))
+    from pipeline.numeric import consistency
+
+    with pytest.raises(DeployError, match="available"):
+        consistency._check_memory(np.zeros((1, 96, 96, 3), "float32"), (1024,), "float32", available=100 << 20)
+    assert calls == []
+
+
+def test_a_check_estimated_over_the_time_limit_is_refused_after_one_timed_batch():
+    import time
+
+    calls = []
+
+    def slow(x):
+        calls.append(len(x))
+        time.sleep(0.002 * len(x))  # 3 images x (2 + 9 batches of 64) at 2 ms an image: about 3.5 s
+        return x
+
+    with pytest.raises(DeployError, match=r"would take about \d+ s .* the limit is 1 s"):
+        batch_consistency(fake(slow), IMAGES, batch_sizes=(64,), time_limit_s=1)
+    assert calls == [1, 1, 64]  # alone twice, then the one timed batch
+
+
+def test_progress_is_reported():
+    lines = []
+    batch_consistency(fake(lambda x: x), IMAGES, batch_sizes=(2, 4), progress=lines.append)
+    assert lines[0].startswith("consistency: 3 images x batch 2, 4 (30 runs, about ")
+    assert lines[1:] == ["consistency: image {}/3 done".format(i) for i in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("sizes, message", [("1,8", "batch sizes must be 2 or more"), ("2,x", "'x' is not a whole number"),
+                                            ("", "batch sizes must be 2 or more")])
+def test_bad_batch_sizes_flag(sizes, message, tmp_path, capsys):
+    from pipeline.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["consistency", str(tmp_path / "m.onnx"), "--batch-sizes", sizes])
+    assert exit.value.code == 1 and message in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ TensorFlow graphs

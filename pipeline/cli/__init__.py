@@ -61,6 +61,21 @@ def _count(text):
     return value
 
 
+def _batch_sizes(text):
+    """argparse type: comma-separated whole numbers of 2 or more (batch sizes an image is placed in)."""
+    sizes = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            sizes.append(int(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError("{!r} is not a whole number (e.g. --batch-sizes 2,8)".format(part))
+    if not sizes or min(sizes) < 2:
+        raise argparse.ArgumentTypeError("{!r}: batch sizes must be 2 or more (e.g. --batch-sizes 2,8)".format(text))
+    return sizes
+
+
 def _tolerance(text):
     """argparse type: a finite number of 0 or more (a nan tolerance would pass any comparison)."""
     import math
@@ -148,7 +163,10 @@ def build_parser():
 
     p = add("consistency", cmd_consistency)
     p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt) or an .onnx model")
-    p.add_argument("--batch-sizes", default="2,8", help="batch sizes to place each image in (default 2,8)")
+    p.add_argument("--batch-sizes", type=_batch_sizes, default=[2, 8],
+                   help="batch sizes to place each image in (default 2,8); above 16, 8 positions are sampled")
+    p.add_argument("--time-limit", type=_positive, default=600, metavar="SECONDS",
+                   help="refuse a check estimated to take longer (default 600; estimated from a timed first batch)")
     p.add_argument("--samples", type=_count, default=4, help="images to test (default 4)")
     p.add_argument("--dataset", help="image folder to take them from (default: seeded random pixels)")
     p.add_argument("--tolerance", type=_tolerance, help="max abs difference (default 1e-5, plus 1e-4 relative)")
@@ -211,7 +229,8 @@ def build_parser():
     p.add_argument("config", help="the YAML config whose device: section to use")
     add_set(p)
     p.add_argument("--json", action="store_true", help="print the whole probe as JSON")
-    p.add_argument("--strict", action="store_true", help="exit 1 when the board is not the config's target")
+    p.add_argument("--strict", action="store_true", help="exit 5 when this machine is not the config's target (another board, not a Jetson, or "
+                   "another TensorRT)")
     device.set_defaults(func=lambda args: _usage(device))
 
     data = sub.add_parser("data", help="make datasets", description="Make datasets.")

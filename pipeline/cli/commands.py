@@ -170,12 +170,9 @@ def cmd_consistency(args):
     from pipeline.numeric.consistency import check_model, format_report
 
     try:
-        try:
-            sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
-        except ValueError as e:
-            raise DeployError("bad --batch-sizes ({}); e.g. --batch-sizes 2,8".format(e)) from None
         tolerance = ATOL if args.tolerance is None else args.tolerance
-        report = check_model(args.model, sizes, args.samples, args.dataset, tolerance)
+        report = check_model(args.model, args.batch_sizes, args.samples, args.dataset, tolerance,
+                             time_limit_s=args.time_limit, progress=lambda line: print(line, file=sys.stderr, flush=True))
     except DeployError as e:
         if args.format != "json":
             raise
@@ -287,8 +284,10 @@ def cmd_device_probe(args):
     """The device's identity (board, L4T/JetPack, TensorRT, CUDA, power mode, clocks) and the target it matches."""
     from pipeline.config import load_config
     from pipeline.device.identify import format_probe, probe_report
+    from pipeline.errors import EXIT_DEVICE
 
     report = probe_report(load_config(args.config, args.set))
     print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_probe(report))
-    config_mismatch = report["matches"] is not None and report["config_target"] != report["matches"]
-    return EXIT_BAD_INPUT if config_mismatch and args.strict else 0
+    # --strict: exit 5 (EXIT_DEVICE, what `deploy run` exits with on a board whose TensorRT is not the target's)
+    # when this machine is not the config's target: another board, no Jetson at all, or another TensorRT
+    return EXIT_DEVICE if report["not_target"] and args.strict else 0

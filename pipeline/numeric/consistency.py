@@ -6,6 +6,12 @@ alone, beside other images, or twice in a row. ``batch_consistency`` runs each s
 copies of itself, and compares its output row with the alone output. For a frozen TensorFlow graph,
 ``diagnose`` names the first node (topological order) whose output departs.
 
+Large batches are checked at a sample of positions (``positions``): the ends, the middle and a few
+seeded others, never fewer than every position of a batch of 16; the batch of copies of itself is
+compared at every position in one run. The work is bounded before it starts: a batch whose inputs
+alone would not fit in half the memory available is refused, and so is a check whose time,
+estimated from a timed run of the smallest batch, is over ``time_limit_s`` (docs/reliability.md).
+
 It runs any session of ``pipeline.backends`` with one image input (TensorFlow, ONNX Runtime; on a
 Jetson a TensorRT engine whose optimisation profile covers batch 1 up to the largest batch size
 checked: a fixed-batch engine cannot be checked). ``check_model(path, ...)`` is ``deploy
@@ -114,8 +120,69 @@ def _shape(shape):
     return None if shape is None else [d if d is None else int(d) for d in shape]
 
 
-def batch_consistency(session, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=RTOL, seed=0, source=None, model=None):
-    """Each image alone (twice) vs. at every position of each batch size, beside other images and copies of itself."""
+ALL_POSITIONS_UP_TO = 16  # batches up to this size are checked at every position
+SAMPLED_POSITIONS = 8  # larger ones at this many: both ends, the middle, and seeded others
+TIME_LIMIT_S = 600.0
+
+
+def positions(size, rng):
+    """The positions of a batch of ``size`` an image is placed at beside other images: all of them up
+    to ALL_POSITIONS_UP_TO, else the first two, the middle, the last two and seeded others."""
+    if size <= ALL_POSITIONS_UP_TO:
+        return list(range(size))
+    chosen = {0, 1, size // 2, size - 2, size - 1}
+    rest = [p for p in range(size) if p not in chosen]
+    chosen.update(int(p) for p in rng.choice(rest, SAMPLED_POSITIONS - len(chosen), replace=False))
+    return sorted(chosen)
+
+
+def _available_bytes():
+    """MemAvailable from /proc/meminfo, or None where there is none."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _gib(n):
+    return "{:.1f} GiB".format(n / float(1 << 30))
+
+
+def _check_memory(images, sizes, dtype, available=None):
+    """Refuse before any run when the largest batch's input alone would take over half the memory available."""
+    import numpy as np
+
+    per_image = int(np.prod(images.shape[1:])) * np.dtype(dtype).itemsize
+    need = per_image * max(sizes) * 2  # the batch and its cast copy
+    available = _available_bytes() if available is None else available
+    if available is not None and need > available // 2:
+        fits = max(1, (available // 2) // (per_image * 2))
+        raise DeployError("batch size {} needs about {} for its input alone and this machine has {} available (the "
+                          "limit is half of it): use batch sizes up to {}".format(max(sizes), _gib(need), _gib(available),
+                                                                                   fits))
+
+
+def _check_time(seconds_per_image, plan, limit):
+    """Refuse when the planned runs (batch size per run), at the measured time per image, would take over ``limit``."""
+    estimate = seconds_per_image * sum(plan)
+    if limit is not None and estimate > limit:
+        raise DeployError("the consistency check would take about {:.0f} s ({} runs, {} images run; measured {:.2g} ms "
+                          "per image) and the limit is {:.0f} s: use fewer or smaller batch sizes or fewer images".format(
+                              estimate, len(plan), sum(plan), seconds_per_image * 1000, limit))
+    return estimate
+
+
+def batch_consistency(session, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=RTOL, seed=0, source=None, model=None,
+                      time_limit_s=TIME_LIMIT_S, progress=None):
+    """Each image alone (twice) vs. inside each batch size (at ``positions``), beside other images and
+    copies of itself. ``progress(line)``, if given, hears what is running; DeployError when the work is
+    over the memory or time bound (refused before the long runs start)."""
+    import time
+
     import numpy as np
 
     backend = _ImageInput(session, model)
@@ -134,6 +201,8 @@ def batch_consistency(session, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
     if len(images) == 1:  # one seeded stranger in the image's value range, so there is a neighbour
         lo, hi = float(images.min()), float(images.max())
         pool = np.concatenate([images, rng.uniform(lo, max(hi, lo + 1), images.shape).astype(images.dtype)])
+    _check_memory(images, sizes, backend.dtype)
+    plan = {size: positions(size, rng) for size in sizes}
     report = ConsistencyReport(backend.name, backend.input_name, shape, len(images), source or "given", sizes, tolerance,
                                rtol, [OutputResult(n) for n in backend.output_names], model=model, label=backend.label)
 
@@ -152,6 +221,9 @@ def batch_consistency(session, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
                     res.max_abs_diff = abs_d
                     res.worst = {"image": i, "batch_size": len(batch), "position": p, "neighbours": kind}
 
+    # per image: two alone runs, then per size one batch of copies and one batch per sampled position
+    runs_per_image = [1, 1] + [size for size in sizes for _ in range(1 + len(plan[size]))]
+    done = 0
     for i in range(len(images)):
         image = images[i:i + 1]
         alone, again = backend.run(image), backend.run(image)
@@ -162,10 +234,19 @@ def batch_consistency(session, images, batch_sizes=(2, 8), tolerance=ATOL, rtol=
                 res.stochastic, res.stochastic_diff = True, max(res.stochastic_diff, abs_d)
         others = [j for j in range(len(pool)) if j != i]
         for size in sizes:
+            started = time.perf_counter()
             compare(i, alone, np.repeat(image, size, axis=0), range(size), "copies of itself")  # every position at once
-            for p in range(size):
+            if i == 0 and size == sizes[0]:  # the smallest batch, timed: the estimate for all the rest
+                estimate = _check_time((time.perf_counter() - started) / size, runs_per_image * len(images), time_limit_s)
+                if progress is not None:
+                    progress("consistency: {} images x batch {} ({} runs, about {:.0f} s)".format(
+                        len(images), ", ".join(map(str, sizes)), len(runs_per_image) * len(images), estimate))
+            for p in plan[size]:
                 idx = list(rng.choice(others, size - 1, replace=len(others) < size - 1))
                 compare(i, alone, pool[idx[:p] + [i] + idx[p:]], [p], "other images")
+        done += 1
+        if progress is not None and len(images) > 1:
+            progress("consistency: image {}/{} done".format(done, len(images)))
     if not any(o.compared for o in report.outputs):
         raise DeployError("no output of {} has the batch as its first dimension; nothing to compare ({})".format(
             model or backend.name, "; ".join(o.name + ": " + o.note for o in report.outputs)))
@@ -195,7 +276,8 @@ def format_report(report):
     lines = ["batch consistency: " + verdict,
              "  model      {} ({}), input {} {}".format(report.model or "-", report.backend, report.input_name, shape),
              "  images     {} ({})".format(report.samples, report.source),
-             "  batches    alone (twice) vs. batch {} at every position, beside other images and copies of itself"
+             "  batches    alone (twice) vs. batch {} (every position up to 16, else 8 of them), beside other images and "
+             "copies of itself"
              " ({} runs)".format(", ".join(map(str, report.batch_sizes)), report.runs),
              "  tolerance  |diff| <= {:g} + {:g} * |alone|".format(report.tolerance, report.rtol), ""]
     for o in report.outputs:
@@ -230,7 +312,8 @@ def _images(shape, samples, dataset, seed):
     return (pixels.transpose(0, 3, 1, 2) if nchw else pixels), source
 
 
-def check_model(model_path, batch_sizes=(2, 8), samples=4, dataset=None, tolerance=ATOL, seed=0):
+def check_model(model_path, batch_sizes=(2, 8), samples=4, dataset=None, tolerance=ATOL, seed=0,
+                time_limit_s=TIME_LIMIT_S, progress=None):
     """``deploy consistency`` on the model file at ``model_path`` (frozen graph or ONNX): the report,
     with the first divergence when a TensorFlow graph fails. DeployError for bad input."""
     from pathlib import Path
@@ -243,7 +326,7 @@ def check_model(model_path, batch_sizes=(2, 8), samples=4, dataset=None, toleran
     session = open_session(path)
     images, source = _images(_ImageInput(session, str(path)).input_shape, samples, dataset, seed)
     report = batch_consistency(session, images, batch_sizes, tolerance=tolerance, seed=seed, source=source,
-                               model=str(path))
+                               model=str(path), time_limit_s=time_limit_s, progress=progress)
     if not report.passed and session.name == "tensorflow":
         diagnose(report, path, images, tolerance)
     return report
