@@ -1,5 +1,6 @@
-"""Benchmark helpers: ``latency.measure`` times calls, ``latency.summarize`` turns times into stats."""
+"""Benchmark helpers: ``latency.summarize`` turns times into stats, ``report`` turns the agent's
+benchmark answer into ``benchmark.json``, ``host`` runs the agent's benchmark in this process."""
 
-from pipeline.bench.latency import measure, summarize
+from pipeline.bench.latency import summarize
 
-__all__ = ["measure", "summarize"]
+__all__ = ["summarize"]

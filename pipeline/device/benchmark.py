@@ -1,10 +1,11 @@
 """The benchmark stage on a device: the agent times the engine (TensorRT) or the ONNX model (ONNX
-Runtime) there, and the host turns its per-call times into the same ``benchmark.json`` as on the host.
+Runtime) there; ``pipeline.bench.report`` turns its answer into ``benchmark.json`` exactly as on the host.
 
-On TensorRT every call is split into host-to-device copy, compute and device-to-host copy (CUDA
+On TensorRT every call is also split into host-to-device copy, compute and device-to-host copy (CUDA
 events); tegrastats, where the board has it, gives mean power per rail and energy per image; the
 board's identity (the probe) is stored with the numbers, with warnings where clocks are not locked
-or the power mode is not the maximum (the usual cause of noisy Jetson figures).
+or the power mode is not the maximum (the usual cause of noisy Jetson figures), and a DLA engine's
+placement (engine.json's ``dla``).
 """
 
 import tempfile
@@ -12,8 +13,6 @@ from pathlib import Path
 
 from pipeline.device.client import device_for, fingerprint
 from pipeline.errors import DeployError
-
-PHASES = ("h2d_ms", "compute_ms", "d2h_ms")
 
 
 def model_for(ctx, device):
@@ -30,85 +29,85 @@ def model_for(ctx, device):
     return onnx_file(ctx.inputs["onnx"]), "onnxruntime"
 
 
-def run_on_device(ctx, dataset_samples, input_range, seed):
-    """(report fields, device session for the consistency check) for ``ctx.options``."""
-    from pipeline.backends.device import DeviceSession
-    from pipeline.bench.latency import summarize
+class DeviceRun:
+    """The agent on the configured device: the engine on TensorRT, else the ONNX model on ONNX Runtime.
+    Same request and answer as the host's ``pipeline.bench.host.HostRun``."""
 
-    opts = ctx.options
-    device = device_for(ctx.config, ctx.progress)
-    local_model, backend = model_for(ctx, device)
-    transport = device.transport
-    remote_model = transport.send(local_model)
-    session = DeviceSession(device, remote_model, backend, dla_core=_dla_core(ctx))
-    request = {"command": "benchmark", "model": remote_model, "backend": backend, "dla_core": session.request["dla_core"],
-               "batch_sizes": list(opts.batch_sizes), "warmup": opts.warmup, "iterations": opts.iterations,
-               "duration_s": opts.duration_s, "seed": seed, "input_range": list(input_range),
-               "power": bool(ctx.config.device.power)}
-    used_dataset = False
-    if opts.inputs == "dataset" and len(session.inputs) == 1:
-        shape = session.inputs[0][1]
-        if shape is not None and len(shape) == 4 and shape[3] == 3 and shape[1] and shape[2]:
-            images, source = dataset_samples(ctx.config, max(opts.batch_sizes), (shape[1], shape[2]))
-            if source.startswith("dataset"):
-                request["images"] = _send_array(transport, images)
-                used_dataset = True
-    ctx.progress.log("benchmark: {} on {} ({})".format(local_model.name, device.describe(), backend))
-    answer = device.call(request, what="the benchmark")
-    probe = device.probe()
-    results = []
-    for entry in answer["results"]:
-        bs = entry["batch_size"]
-        times = entry["times_ms"]
-        stats = summarize([t / 1000.0 for t in times["total_ms"]], bs)
-        phases = {p: sum(times[p]) / len(times[p]) for p in PHASES if times.get(p)}
-        if phases:
-            stats["phases_mean_ms"] = phases
-        power = entry.get("power")
-        if power is not None:
-            stats["power"] = _energy(power, sum(times["total_ms"]) / 1000.0, bs * len(times["total_ms"]))
-        results.append(dict(stats, batch_size=bs))
-        ctx.progress.log("benchmark: batch {}: p50 {:.3f} ms, p99 {:.3f} ms on {}".format(
-            bs, stats["p50_ms"], stats["p99_ms"], device.describe()))
-    on_target = backend == "tensorrt" and probe.get("board") == ctx.target.name
-    label = dict(answer["label"])
-    where = dict(label, target=ctx.target.name, target_runtime=ctx.target.runtime, on_target_device=on_target,
-                 device=device.describe(), transport=ctx.config.device.transport, fingerprint=fingerprint(probe))
-    warnings = noise_warnings(probe) if backend == "tensorrt" else []
-    if not on_target:
-        where["note"] = ("{} via the device agent on {}; not {} numbers".format(label.get("runtime"), device.describe(),
-                                                                            ctx.target.name))
-    if warnings:
-        where["warnings"] = warnings
-        for w in warnings:
-            ctx.progress.log("warning: " + w)
-    short = "{}/{}".format(probe.get("board") or probe.get("hostname") or "device", label.get("runtime"))
-    return {"where": where, "where_short": short, "results": results, "inputs_used": "dataset" if used_dataset else "random",
-            "model": local_model, "session": session, "backend": backend}
+    def __init__(self, ctx):
+        from pipeline.backends.device import DeviceSession
+
+        self.ctx = ctx
+        self.device = device_for(ctx.config, ctx.progress)
+        self.model_path, self.backend = model_for(ctx, self.device)
+        remote_model = self.device.transport.send(self.model_path)
+        self.session = DeviceSession(self.device, remote_model, self.backend, dla_core=_dla_core(ctx))
+        self.inputs = self.session.inputs
+        self.request = {"model": remote_model, "backend": self.backend, "dla_core": self.session.request["dla_core"],
+                        "power": bool(ctx.config.device.power)}
+        self.probe = {}
+
+    @property
+    def board(self):
+        return self.probe.get("board")
+
+    def send_array(self, array):
+        import numpy as np
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "images.npy"
+            np.save(path, np.ascontiguousarray(array, dtype=np.float32))
+            return self.device.transport.send(path)
+
+    def benchmark(self, request):
+        self.ctx.progress.log("benchmark: {} on {} ({})".format(self.model_path.name, self.device.describe(),
+                                                                self.backend))
+        answer = self.device.call(request, what="the benchmark")
+        self.probe = self.device.probe()
+        return answer
+
+    def where(self, label, target):
+        where = {"device": self.device.describe(), "transport": self.ctx.config.device.transport,
+                 "fingerprint": fingerprint(self.probe)}
+        warnings = noise_warnings(self.probe) if self.backend == "tensorrt" else []
+        if warnings:
+            where["warnings"] = warnings
+            for w in warnings:
+                self.ctx.progress.log("warning: " + w)
+        if self.backend == "tensorrt":
+            where.update(dla_fields(self.model_path.with_name("engine.json")))
+        return where
+
+    def note(self, label, target):
+        return "{} via the device agent on {}; not {} numbers".format(label.get("runtime"), self.device.describe(),
+                                                                      target.name)
+
+    def short(self, label):
+        return "{}/{}".format(self.probe.get("board") or self.probe.get("hostname") or "device", label.get("runtime"))
+
+    def close(self):
+        pass
+
+
+def dla_fields(engine_json):
+    """``dla`` from the engine stage's engine.json (what the build found: layers on DLA / GPU); ``dla_core``
+    only when the engine runs (at least partly) on that core: never a DLA core for a GPU engine."""
+    import json
+
+    try:
+        dla = json.loads(Path(engine_json).read_text(encoding="utf-8")).get("dla")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(dla, dict):
+        return {}
+    out = {"dla": dla}
+    if dla.get("runs_on") in ("dla", "mixed") and dla.get("core") is not None:
+        out["dla_core"] = dla["core"]
+    return out
 
 
 def _dla_core(ctx):
     engine = ctx.config.stages.engine
     return engine.dla_core if engine is not None else None
-
-
-def _send_array(transport, array):
-    import numpy as np
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "images.npy"
-        np.save(path, np.ascontiguousarray(array, dtype=np.float32))
-        return transport.send(path)
-
-
-def _energy(power, busy_s, images):
-    """Mean power per rail (mW) over the window and, from the module's power (its input rail, or the sum
-    of the rails on boards without one), energy per image in mJ over the timed calls."""
-    out = {"samples": power.get("samples", 0), "rails_mw": power.get("rails_mw", {}),
-           "board_mw": power.get("board_mw"), "board_power_source": power.get("board_power_source")}
-    if power.get("board_mw") is not None and images and power.get("samples"):
-        out["energy_per_image_mj"] = power["board_mw"] * busy_s / images
-    return out
 
 
 def noise_warnings(probe):

@@ -61,7 +61,7 @@ def agent_failure(answer, where, what):
 
     kind, message = answer.get("kind", "internal"), answer.get("error", "no message")
     line = "device {}: {}: {}".format(where, what, message)
-    if kind in ("build-failed", "bad-batch", "bad-model", "tensorrt"):
+    if kind in ("build-failed", "bad-batch", "bad-model", "tensorrt", "run-failed"):
         return DeployError(line, EXIT_STAGE_FAILED)
     if kind == "internal":
         return DeviceError(line + " (an agent error: please report it)")

@@ -1,21 +1,19 @@
-"""The benchmark stage: latency and throughput of the converted ONNX model, per batch size.
+"""The benchmark stage: latency, throughput (and on a board with tegrastats, energy) per batch size.
 
-Today it runs on ONNX Runtime's CPU provider on the machine running deploy, and says so in
-``benchmark.json`` ("where"): host numbers are never reported as target (Jetson) numbers. A
-TensorRT backend on the target will plug into ``pipeline.backends`` later.
+One benchmark everywhere: the device agent's ``commands.benchmark`` measures, called in this process
+on the host (``pipeline.bench.host``: ONNX Runtime's CPU provider, host numbers, never reported as
+target numbers) or through the transport on a device (``pipeline.device.benchmark``: the engine on
+TensorRT, or ONNX Runtime there). ``pipeline.bench.report`` turns its answer into ``benchmark.json``.
 """
 
-import functools
-import hashlib
 import json
 
-from pipeline.errors import DeployError, StageFailed
-from pipeline.files import onnx_file
+from pipeline.errors import StageFailed
+from pipeline.files import onnx_file, sha256_file
 from pipeline.stages import stage
 
 SEED = 0
 INPUT_RANGE = (0.0, 255.0)
-KEY = "stages.benchmark"
 
 
 @stage(
@@ -23,111 +21,67 @@ KEY = "stages.benchmark"
     inputs={"onnx": "convert", "engine": "engine"},
     optional=("engine",),
     outputs={"benchmark": "benchmark.json"},
-    version=3,
+    version=4,
     uses=("target", "dataset", "device"),
     tools=("onnxruntime", "numpy"),
 )
 def benchmark(ctx):
     """Measure latency and throughput of the model for each batch size (on the device when configured)."""
+    from pipeline.bench import report as bench_report
+
+    opts = ctx.options
     if getattr(ctx.config, "device", None) is not None:
-        return _on_device(ctx)
-    from pipeline.bench.latency import measure, summarize
-    from pipeline.backends import load_onnx
+        from pipeline.device.benchmark import DeviceRun
 
-    opts = ctx.options
-    batch_sizes = list(opts.batch_sizes)
+        run = DeviceRun(ctx)
+    else:
+        from pipeline.bench.host import HostRun
 
-    model_path = onnx_file(ctx.inputs["onnx"])
-    session = load_onnx(model_path)
-    for bs in batch_sizes:  # fail on a bad batch size before spending time measuring
-        _check_batch(session, bs)
-
-    requested = opts.inputs
-    label = dict(session.label)
-    where_short = _where_short(label)
-    results = []
-    for bs in batch_sizes:
-        feed, used = _feed(ctx, session, bs, requested)
-        run_once = functools.partial(session.run, feed)
-        try:
-            run_once()  # one checked call: a shape/type error becomes a one-line message
-        except Exception as err:
-            reason = " ".join(str(err).split()) or type(err).__name__
-            raise StageFailed(f"benchmark: {model_path.name} failed at batch size {bs}: {reason}") from None
-
-        total = None if opts.duration_s is not None else opts.iterations
-        with ctx.progress.bar(total=total, desc=f"benchmark b{bs}", unit="it") as bar:
-            times = measure(
-                run_once,
-                warmup=opts.warmup,
-                iterations=opts.iterations,
-                duration_s=opts.duration_s,
-                progress_bar=bar,
-            )
-        stats = summarize(times, bs)
-        results.append({"batch_size": bs, **stats})
-        ctx.progress.log(
-            f"benchmark: batch {bs}: p50 {stats['p50_ms']:.3f} ms, p99 {stats['p99_ms']:.3f} ms,"
-            f" {_fmt(stats['throughput_ips'])} img/s ({stats['iterations']} it, {where_short})"
-        )
-
-    on_target = _on_target_device(label, ctx.target)
-    where = {
-        **label,
-        "target": getattr(ctx.target, "name", None),
-        "target_runtime": getattr(ctx.target, "runtime", None),
-        "on_target_device": on_target,
-    }
-    if not on_target:
-        where["note"] = _note(label)
-
-    report = {
-        "where": where,
-        "model": {
-            "name": model_path.name,
-            "sha256": _sha256(model_path),
-            "bytes": model_path.stat().st_size,
-            "inputs": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in session.inputs],
-        },
-        "settings": {
-            "batch_sizes": batch_sizes,
-            "warmup": opts.warmup,
-            "mode": "iterations" if opts.duration_s is None else "duration",
-            "iterations": opts.iterations,
-            "duration_s": opts.duration_s,
-            "inputs": used,
-            "inputs_requested": requested,
-            "seed": SEED,
-            "input_range": list(INPUT_RANGE),
-        },
-        "results": results,
-    }
-    return _finish(ctx, report, session, model_path, where_short, results)
-
-
-def _on_device(ctx):
-    """The same report, measured by the device agent (pipeline.device.benchmark)."""
-    from pipeline.data.dataset import dataset_samples
-    from pipeline.device.benchmark import run_on_device
-
-    opts = ctx.options
-    run = run_on_device(ctx, dataset_samples, INPUT_RANGE, SEED)
-    model_path, session = run["model"], run["session"]
-    report = {
-        "where": run["where"],
-        "model": {"name": model_path.name, "sha256": _sha256(model_path), "bytes": model_path.stat().st_size,
-                  "inputs": [{"name": n, "shape": None if s is None else list(s), "dtype": d} for n, s, d in session.inputs]},
-        "settings": {
+        run = HostRun(onnx_file(ctx.inputs["onnx"]), ctx.progress)
+    try:
+        settings = {
             "batch_sizes": list(opts.batch_sizes), "warmup": opts.warmup,
             "mode": "iterations" if opts.duration_s is None else "duration",
-            "iterations": opts.iterations, "duration_s": opts.duration_s, "inputs": run["inputs_used"],
-            "inputs_requested": opts.inputs, "seed": SEED, "input_range": list(INPUT_RANGE),
-        },
-        "results": run["results"],
-    }
-    if run["backend"] == "tensorrt":
-        report["accuracy"] = _accuracy(ctx, session)
-    return _finish(ctx, report, session, model_path, run["where_short"], run["results"])
+            "iterations": opts.iterations, "duration_s": opts.duration_s, "inputs_requested": opts.inputs,
+            "seed": SEED, "input_range": list(INPUT_RANGE),
+            "feed": "dataset images repeated to fill the batch, else numpy RandomState(seed) uniform in input_range",
+        }
+        request = dict(run.request, command="benchmark", batch_sizes=settings["batch_sizes"], warmup=opts.warmup,
+                       iterations=opts.iterations, duration_s=opts.duration_s, seed=SEED, input_range=list(INPUT_RANGE))
+        images = _dataset_images(ctx, run.inputs, max(opts.batch_sizes)) if opts.inputs == "dataset" else None
+        if images is not None:
+            request["images"] = run.send_array(images)
+        answer = run.benchmark(request)
+        label = dict(answer["label"])
+        on_target = bench_report.on_target_device(label, ctx.target, run.board)
+        where = dict(label, target=getattr(ctx.target, "name", None), target_runtime=getattr(ctx.target, "runtime", None),
+                     on_target_device=on_target)
+        where.update(run.where(label, ctx.target))
+        if not on_target:
+            where["note"] = run.note(label, ctx.target)
+        model = {"name": run.model_path.name, "sha256": sha256_file(run.model_path), "bytes": run.model_path.stat().st_size}
+        report = bench_report.build(answer, where, model, settings)
+        where_short = run.short(label)
+        for r in report["results"]:
+            ctx.progress.log(bench_report.log_line(r, where_short))
+        if run.backend == "tensorrt":
+            report["accuracy"] = _accuracy(ctx, run.session)
+        return _finish(ctx, report, run.session, run.model_path, where_short, report["results"])
+    finally:
+        run.close()
+
+
+def _dataset_images(ctx, inputs, count):
+    """Dataset images for a one-input NHWC RGB model (``count`` of them), else None (the feed is random)."""
+    if len(inputs) != 1:
+        return None
+    shape = inputs[0][1]
+    if shape is None or len(shape) != 4 or shape[3] != 3 or not shape[1] or not shape[2]:
+        return None
+    from pipeline.data.dataset import dataset_samples
+
+    images, source = dataset_samples(ctx.config, count, (shape[1], shape[2]))
+    return images if source.startswith("dataset") else None
 
 
 def _accuracy(ctx, session):
@@ -141,7 +95,15 @@ def _accuracy(ctx, session):
     images, source = dataset_samples(ctx.config, ctx.options.consistency_samples * 4, (shape[1], shape[2]))
     engine = ctx.config.stages.engine
     precision = engine.precision if engine is not None else "fp32"
-    report = compare_outputs(reference, session, images, precision, batch=min(8, engine.max_batch_size if engine else 8))
+    batch = _static_batch(ctx)
+    if batch is None:
+        batch = min(8, engine.max_batch_size if engine else 8)
+    else:  # a DLA engine runs its one batch size only: whole batches, the images repeated to fill the last
+        import numpy as np
+
+        count = max(batch, len(images) // batch * batch)
+        images = np.concatenate([images] * -(-count // len(images)))[:count]
+    report = compare_outputs(reference, session, images, precision, batch=batch)
     report["images"], report["source"] = len(images), source
     top1 = report["top1_agreement"]
     ctx.progress.log("benchmark: engine ({}) vs ONNX Runtime on {} images: max abs diff {}, top-1 agreement {}".format(
@@ -176,121 +138,40 @@ def _finish(ctx, report, session, model_path, where_short, results):
     }
 
 
+def _static_batch(ctx):
+    """The one batch size a DLA engine was built for (no dynamic shapes on DLA), else None."""
+    engine = ctx.config.stages.engine
+    if engine is None or engine.dla_core is None or ctx.inputs.get("engine") is None:
+        return None
+    from pipeline.device.engine import dla_batch
+
+    return dla_batch(engine, list(ctx.options.batch_sizes))
+
+
 def _consistency(ctx, session, model_path, batch_sizes):
-    """Each sample alone vs inside the benchmark's batches (sizes above 1) on the same runtime."""
+    """Each sample alone vs inside the benchmark's batches (sizes above 1) on the same runtime, within the
+    tolerance of the precision the model runs at (an fp16/int8 engine picks kernels per batch shape)."""
     sizes = [b for b in batch_sizes if b > 1]
     if not getattr(ctx.options, "consistency", False) or not sizes:
         return None
+    from pipeline.numeric import tolerance
     from pipeline.numeric.consistency import batch_consistency
     from pipeline.data.dataset import dataset_samples
 
     shape = session.inputs[0][1] if len(session.inputs) == 1 else None
     if shape is None or len(shape) != 4 or shape[3] != 3:
         return None
+    runtime = (getattr(session, "label", None) or {}).get("runtime")
+    if runtime == "tensorrt" and _static_batch(ctx) is not None:
+        ctx.progress.log("benchmark: batch consistency not checked: the DLA engine runs batch {} only (DLA has no "
+                         "dynamic shapes), so an image cannot run alone on it".format(_static_batch(ctx)))
+        return None
+    engine = ctx.config.stages.engine
+    precision = engine.precision if runtime == "tensorrt" and engine is not None else "fp32"
+    atol, rtol = tolerance(precision)
     images, source = dataset_samples(ctx.config, ctx.options.consistency_samples, (shape[1], shape[2]))
-    report = batch_consistency(session, images, sizes, source=source, model=str(model_path))
+    report = batch_consistency(session, images, sizes, tolerance=atol, rtol=rtol, source=source, model=str(model_path),
+                               progress=ctx.progress.log)
     ctx.progress.log("benchmark: batch consistency {} on {} images ({})".format(
         "pass" if report.passed else "FAIL", len(images), source))
     return report.to_dict()
-
-
-def _feed(ctx, session, batch_size, requested):
-    """The input batch and where it came from: dataset images (repeated to fill the batch) or random."""
-    if requested == "dataset" and len(session.inputs) == 1:
-        import numpy as np
-
-        from pipeline.data.dataset import dataset_samples
-
-        name, shape, dtype = session.inputs[0]
-        if len(shape or ()) == 4 and shape[3] == 3 and shape[1] and shape[2]:
-            images, source = dataset_samples(ctx.config, batch_size, (shape[1], shape[2]))
-            if source.startswith("dataset"):
-                reps = -(-batch_size // len(images))
-                batch = np.concatenate([images] * reps)[:batch_size].astype(dtype)
-                return {name: batch}, "dataset"
-    return random_feed(session.inputs, batch_size, seed=SEED), "random"
-
-
-def random_feed(inputs, batch_size, seed=SEED):
-    """``{name: array}`` for ``inputs`` [(name, shape, dtype)]: batch dim = ``batch_size``, values
-    uniform in 0..255 from a fixed seed (cast to the input's dtype)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    feed = {}
-    for name, shape, dtype in inputs:
-        dims = _shape_for(name, shape, batch_size)
-        try:
-            np_dtype = np.dtype(dtype)
-        except TypeError:
-            np_dtype = None
-        if np_dtype is None or np_dtype.kind not in "fiub":
-            raise DeployError(f"benchmark: model input '{name}' has type {dtype}; only numeric inputs are supported")
-        data = rng.uniform(*INPUT_RANGE, size=dims).astype(np.float32)
-        feed[name] = data if np_dtype == np.float32 else data.astype(np_dtype)
-    return feed
-
-
-def _shape_for(name, shape, batch_size):
-    if not shape:
-        raise DeployError(f"benchmark: model input '{name}' is a scalar; it has no batch dimension")
-    rest = shape[1:]
-    if any(d is None for d in rest):
-        shown = "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-        raise DeployError(
-            f"benchmark: model input '{name}' has dynamic non-batch dims {shown};"
-            " export the model with a fixed input size to benchmark it"
-        )
-    return (batch_size, *rest)
-
-
-def _check_batch(session, batch_size):
-    for name, shape, _ in session.inputs:
-        fixed = shape[0] if shape else None
-        if fixed is not None and fixed != batch_size:
-            raise DeployError(
-                f"{KEY}.batch_sizes: the model's input '{name}' has a fixed batch dim of {fixed},"
-                f" so it cannot run batch size {batch_size}; use batch_sizes: [{fixed}]"
-                " or export the model with a dynamic batch dim"
-            )
-
-
-def _on_target_device(label, target):
-    """True only for a TensorRT run that its backend says happened on the target device itself.
-
-    ONNX Runtime on this host is never the target: its numbers are host numbers.
-    """
-    return (
-        label.get("runtime") == "tensorrt"
-        and getattr(target, "runtime", None) == "tensorrt"
-        and label.get("on_target_device") is True
-    )
-
-
-def _device(label):
-    provider = label.get("provider") or ""
-    return provider.replace("ExecutionProvider", "").lower() or "unknown"
-
-
-def _where_short(label):
-    return f"host_{_device(label)}/{label.get('runtime')}"
-
-
-def _note(label):
-    if label.get("runtime") == "onnxruntime":
-        if label.get("provider") == "CPUExecutionProvider":
-            return "host CPU numbers via ONNX Runtime; not Jetson numbers"
-        return f"host numbers via ONNX Runtime ({label.get('provider')}); not Jetson numbers"
-    return f"host numbers via {label.get('runtime')}; not Jetson numbers"
-
-
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _fmt(value):
-    return "n/a" if value is None else f"{value:.1f}"

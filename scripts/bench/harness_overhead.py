@@ -7,7 +7,7 @@ calls (default 100, the benchmark stage's default) on the same session, input an
 
   bare     for _ in range(n): ort_session.run(output_names, feed)
   harness  with Progress("human", stream=devnull).bar(total=n) as bar:   # a real tqdm bar
-               pipeline.bench.latency.measure(run_once, warmup=0, iterations=n, progress_bar=bar)
+               OrtModel.time(feed, 0, n, progress=bar.update)   # the runners' timing loop, the benchmark's own
            (bar creation and close included, exactly as the stage uses it per batch size)
 
 The loops are interleaved finely so both see the same machine: a round is ``--cycles`` ABBA
@@ -30,11 +30,13 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without install
 
-from pipeline.bench.latency import measure, summarize  # noqa: E402
+from pipeline.bench.latency import summarize  # noqa: E402
+from pipeline.device.agent.runners import OrtModel  # noqa: E402
 from pipeline.progress import Progress  # noqa: E402
 from pipeline.backends import load_onnx  # noqa: E402
 
@@ -69,9 +71,13 @@ def build_model(path, layers=6, size=64, channels=32, seed=0):
     return path
 
 
-def loops(call, n, progress, desc):
-    """The two loops compared: (bare, harness), each returning (seconds, per-call times or None)."""
+def loops(call, n, progress, desc, native=None, feed=None):
+    """The two loops compared: (bare, harness), each returning (seconds, per-call times or None).
+    The harness is the benchmark's timing loop, ``OrtModel.time``, on ``native`` (an InferenceSession),
+    else on a stand-in session whose ``run`` is ``call``."""
     clock = time.perf_counter
+    timer = OrtModel.__new__(OrtModel)
+    timer.session = native if native is not None else types.SimpleNamespace(run=lambda names, feed: call())
 
     def bare():
         t0 = clock()
@@ -82,7 +88,7 @@ def loops(call, n, progress, desc):
     def harness():
         t0 = clock()
         with progress.bar(total=n, desc=desc, unit="it") as bar:
-            times = measure(call, warmup=0, iterations=n, progress_bar=bar)
+            times = [c["total_ms"] / 1e3 for c in timer.time(feed, 0, n, progress=bar.update)]
         return clock() - t0, times
 
     return bare, harness
@@ -116,20 +122,22 @@ def main(argv=None):
     ap.add_argument("--channels", type=int, default=32)
     args = ap.parse_args(argv)
 
-    from pipeline.stages.benchmark import random_feed
+    import numpy as np
 
     n = args.iterations
     progress = Progress("human", stream=open(os.devnull, "w"), bars=True)  # draw the bar, as on a terminal
     with tempfile.TemporaryDirectory() as tmp:
         path = args.model or build_model(Path(tmp) / "harness.onnx", args.layers, args.size, args.channels)
         session = load_onnx(path)
-        feed = random_feed(session.inputs, args.batch)
+        rng = np.random.RandomState(0)  # the benchmark's feed: uniform 0..255 from a fixed seed
+        feed = {name: rng.uniform(0.0, 255.0, size=(args.batch,) + tuple(shape[1:])).astype(np.float32).astype(dtype)
+                for name, shape, dtype in session.inputs}
         ort_run, names = session.native.run, session.output_names
         for _ in range(20):  # warm up
             ort_run(names, feed)
 
-        # 1. The model: bare ort_session.run(names, feed) vs measure(session.run with feed).
-        bare, harness = loops(lambda: session.run(feed), n, progress, f"benchmark b{args.batch}")
+        # 1. The model: bare ort_session.run(names, feed) vs OrtModel.time on the same session.
+        bare, harness = loops(None, n, progress, f"benchmark b{args.batch}", native=session.native, feed=feed)
         bare = loops(lambda: ort_run(names, feed), n, progress, "")[0]
         print(
             f"model {Path(path).name}, batch {args.batch}, {session.label['provider']},"

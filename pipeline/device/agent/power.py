@@ -2,8 +2,10 @@
 
 Rails differ per board and JetPack (shared/reference/device/tegrastats/); ``tegrastats.board_power_mw``
 gives the module's power: its input rail where the board has one (VDD_IN, POM_5V_IN), else the sum of
-the rails (AGX Xavier, AGX Orin). Energy per inference is worked
-out on the host from the window's mean power, its wall time and the images it ran.
+the rails (AGX Xavier, AGX Orin). The benchmark marks a window right before its timed back-to-back
+loop (after warm-up) and reads it right after; energy per image is worked out on the host from the
+window's mean power, the loop's wall time and the images it ran (``tegrastats.energy_per_inference_mj``).
+The child gets ``stdin=DEVNULL``: it must never read the agent's stdin, which carries the protocol.
 """
 
 import shutil
@@ -30,8 +32,8 @@ class PowerSampler(object):
         if exe is None:
             return None
         try:
-            process = subprocess.Popen([exe, "--interval", str(int(interval_ms))], stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL)
+            process = subprocess.Popen([exe, "--interval", str(int(interval_ms))], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except OSError:
             return None
         return cls(process)
@@ -41,9 +43,13 @@ class PowerSampler(object):
             self.lines.append((time.monotonic(), raw.decode("utf-8", "replace").strip()))
 
     def mark(self):
-        """Start a window (the next batch size)."""
+        """Start a window (right before the timed work of the next batch size)."""
         self.started = len(self.lines)
         self.started_at = time.monotonic()
+
+    def count(self):
+        """Lines received since ``mark`` (parsed or not)."""
+        return len(self.lines) - self.started
 
     def window(self):
         """Mean power per rail over the samples since ``mark``: {samples, unparsed, seconds, rails_mw, board_mw, board_power_source}."""

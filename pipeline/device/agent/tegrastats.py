@@ -171,8 +171,8 @@ def summarize(lines, interval_ms):
     is counted in ``unparsed``; ParseError when no line parses. Keys: samples, unparsed, interval_ms,
     duration_s (samples x interval: tegrastats' own timestamps have 1 s resolution), first_timestamp,
     last_timestamp, rails_mean_mw {rail: mean of "now"}, gpu_load_mean_pct (None when no line has a load),
-    temps_max_c {sensor: max}, input_rail, board_mean_mw, board_power_source (see board_power_mw),
-    board_energy_mj (board_mean_mw x duration_s; mW x s = mJ).
+    temps_max_c {sensor: max}, input_rail, board_mean_mw, board_power_source (see board_power_mw).
+    Energy is worked out in one place, ``energy_per_inference_mj``, from a benchmark loop's wall time.
     """
     if isinstance(lines, (str, bytes)):
         lines = (lines.decode("utf-8", "replace") if isinstance(lines, bytes) else lines).splitlines()
@@ -224,7 +224,6 @@ def summarize(lines, interval_ms):
         "input_rail": input_rail(rails_mean),
         "board_mean_mw": board_mean,
         "board_power_source": source,
-        "board_energy_mj": board_mean * duration_s if board_mean is not None else None,
     }
 
 
