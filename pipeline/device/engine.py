@@ -33,12 +33,28 @@ def onnx_inputs(path):
     return found
 
 
+def dla_batch(opts, batch_sizes):
+    """A DLA engine's one batch size (DLA has no dynamic shapes: min = opt = max): the benchmark's only
+    batch size, else max_batch_size; several benchmark batch sizes are refused (one DLA engine each)."""
+    sizes = sorted(set(batch_sizes)) if batch_sizes else [opts.max_batch_size]
+    if len(sizes) > 1:
+        raise DeployError("stages.engine.dla_core: a DLA engine has one static batch size, but "
+                          "stages.benchmark.batch_sizes has {}; benchmark one batch size on DLA (e.g. "
+                          "stages.benchmark.batch_sizes: [{}]) or remove dla_core".format(sizes, sizes[-1]))
+    if sizes[0] > opts.max_batch_size:
+        raise DeployError("stages.engine.max_batch_size is {} but stages.benchmark.batch_sizes has {}: raise "
+                          "max_batch_size".format(opts.max_batch_size, sizes[0]))
+    return sizes[0]
+
+
 def profile_for(inputs, opts, batch_sizes):
-    """The optimisation profile: batch 1 .. max_batch_size, tuned for the largest benchmarked batch."""
+    """The optimisation profile: batch 1 .. max_batch_size, tuned for the largest benchmarked batch; for
+    DLA (``opts.dla_core``) one static batch, min = opt = max (``dla_batch``)."""
     biggest = max(batch_sizes) if batch_sizes else opts.max_batch_size
     if biggest > opts.max_batch_size:
         raise DeployError("stages.engine.max_batch_size is {} but stages.benchmark.batch_sizes has {}: the engine's "
                           "profile must cover it; raise max_batch_size".format(opts.max_batch_size, biggest))
+    static = dla_batch(opts, batch_sizes) if getattr(opts, "dla_core", None) is not None else None
     profile = {}
     for name, dims in inputs:
         if not dims:
@@ -49,9 +65,21 @@ def profile_for(inputs, opts, batch_sizes):
                               "to build an engine".format(name, dims))
         if dims[0] is not None:  # a fixed batch: the profile is that shape
             profile[name] = {k: list(dims) for k in ("min", "opt", "max")}
+        elif static is not None:
+            profile[name] = {k: [static] + rest for k in ("min", "opt", "max")}
         else:
             profile[name] = {"min": [1] + rest, "opt": [biggest] + rest, "max": [opts.max_batch_size] + rest}
     return profile
+
+
+def calibration_batch_for(profile, wanted=8):
+    """The int8 calibration batch the host asks for: ``wanted`` (8) within every input's profile batch range,
+    so a fixed-batch or static (DLA) input decides it. The agent calibrates at exactly this batch: its
+    calibration profile is min = opt = max = this batch (TensorRT calibrates at OPT)."""
+    batch = wanted
+    for shapes in profile.values():
+        batch = min(max(batch, shapes["min"][0]), shapes["max"][0])
+    return batch
 
 
 def build_engine(ctx, onnx_path):
@@ -71,31 +99,28 @@ def build_engine(ctx, onnx_path):
     request = {
         "command": "build", "onnx": remote_onnx, "precision": opts.precision, "workspace_mb": opts.workspace_mb,
         "profile": profile, "dla_core": opts.dla_core, "builder": opts.builder, "tensorrt": probe.get("tensorrt"),
+        "fast_fp16": target.supports_precision("fp16"),  # int8 beside fp16, in both builders (trtexec cannot ask)
         "engine": "{}/out/{}{}".format(transport.work, tag, ENGINE_SUFFIX),
         "log": "{}/out/{}.log".format(transport.work, tag),
         "timing_cache": "{}/cache/timing-{}.cache".format(transport.work, board),
     }
     transport.exec("mkdir -p {w}/out {w}/cache".format(w=transport.work), what="preparing the work folder")
     if opts.precision == "int8":
-        request["calibration"] = _calibration(ctx, transport, inputs, remote_onnx)
+        request["calibration"] = _calibration(ctx, transport, inputs, remote_onnx, probe.get("tensorrt"),
+                                              calibration_batch_for(profile))
     ctx.progress.log("engine: building {} {} on {} (TensorRT {})".format(
         Path(onnx_path).name, opts.precision, device.describe(), probe.get("tensorrt")))
-    result = device.call(request, what="the engine build")
+    result = _build_keeping_the_log(ctx, transport, device, request, "the engine build")
     out = ctx.output("engine")
     out.parent.mkdir(parents=True, exist_ok=True)
     transport.fetch(request["engine"], out)
-    try:
-        transport.fetch(request["log"], ctx.out_dir / "build.log")
-    except DeployError:
-        pass  # the log is a convenience; the engine and its manifest are what count
     result["device"] = fingerprint(probe)
     result["profile"] = profile
     (ctx.out_dir / "engine.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    fallback = result.get("dla_fallback_layers") or []
     return {
         "summary": "{} engine, {:.1f} MB, built in {:.1f} s on {}{}".format(
             opts.precision, result.get("engine_bytes", 0) / 1e6, result.get("build_s", 0), device.describe(),
-            ", {} layers fell back to GPU".format(len(fallback)) if opts.dla_core is not None else ""),
+            _dla_summary(result.get("dla")) if opts.dla_core is not None else ""),
         "tensorrt": result.get("tensorrt_version"),
         "build_s": result.get("build_s"),
         "engine_bytes": result.get("engine_bytes"),
@@ -103,8 +128,48 @@ def build_engine(ctx, onnx_path):
     }
 
 
-def _calibration(ctx, transport, inputs, remote_onnx):
-    """Dataset images (preprocessed as at export: float32 NHWC 0..255, what the model's input takes) on the device."""
+def _build_keeping_the_log(ctx, transport, device, request, what):
+    """The build's answer; its log (written on the device also when the build fails) lands in the stage's
+    folder as build.log either way, and a failed build's error says where it is."""
+    try:
+        result = device.call(request, what=what)
+    except DeployError as e:
+        kept = _fetch_log(transport, request, ctx.out_dir)
+        if kept is not None:
+            e.message = "{} (build log: {})".format(e.message, kept)
+            e.args = (e.message,)
+        raise
+    _fetch_log(transport, request, ctx.out_dir)
+    return result
+
+
+def _fetch_log(transport, request, out_dir):
+    """Fetch the device's build log to ``out_dir/build.log``; its path, or None where there is none."""
+    target = Path(out_dir) / "build.log"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.unlink()  # never an older build's log beside this build's result
+        transport.fetch(request["log"], target)
+    except (DeployError, OSError):
+        return None  # the log is a convenience; the engine and its manifest are what count
+    return target
+
+
+def _dla_summary(dla):
+    if not dla:
+        return ""
+    if dla["runs_on"] == "unknown":
+        return ", DLA core {}: placement unknown (no engine inspector, no build-log summary)".format(dla["core"])
+    return ", DLA core {}: {} layers on DLA, {} on GPU{}".format(
+        dla["core"], dla["layers_on_dla"], dla["layers_on_gpu"],
+        " (the engine runs on the GPU)" if dla["runs_on"] == "gpu" else "")
+
+
+def _calibration(ctx, transport, inputs, remote_onnx, tensorrt, batch):
+    """Dataset images (preprocessed as at export: float32 NHWC 0..255, what the model's input takes) on the
+    device, calibrated ``batch`` images a batch (``calibration_batch_for``); the calibration cache is keyed
+    by model, images, batch and TensorRT version (a JetPack upgrade calibrates again)."""
     import numpy as np
 
     from pipeline.data.dataset import dataset_samples
@@ -118,7 +183,6 @@ def _calibration(ctx, transport, inputs, remote_onnx):
     if not source.startswith("dataset"):
         raise DeployError("stages.engine.precision int8 calibrates on dataset images, and the config has none; set "
                           "dataset.path (random pixels would give a useless calibration)")
-    batch = min(8, opts.max_batch_size)
     if len(images) < batch:
         raise DeployError("int8 calibration: the dataset has {} images, fewer than one calibration batch ({}); add "
                           "images or lower stages.engine.max_batch_size".format(len(images), batch))
@@ -126,7 +190,7 @@ def _calibration(ctx, transport, inputs, remote_onnx):
         path = Path(tmp) / "calibration.npy"
         np.save(path, np.ascontiguousarray(images, dtype=np.float32))
         remote_images = transport.send(path)
-    key = hashlib.sha256((remote_onnx + remote_images).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([remote_onnx, remote_images, batch, "tensorrt", str(tensorrt)]).encode()).hexdigest()[:16]
     ctx.progress.log("engine: int8 calibration on {} images ({})".format(len(images), source))
     return {"images": remote_images, "cache": "{}/cache/calibration-{}.cache".format(transport.work, key),
             "batch_size": batch, "input": name}
@@ -176,7 +240,7 @@ def build_engine_uff(ctx, onnx_path):
                "precision": opts.precision, "workspace_mb": opts.workspace_mb, "max_batch_size": opts.max_batch_size}
     ctx.progress.log("engine: UFF route: converting and building {} on {} (TensorRT {})".format(
         Path(ctx.inputs["frozen_graph"]).name, device.describe(), probe.get("tensorrt")))
-    result = device.call(request, what="the UFF conversion and engine build")
+    result = _build_keeping_the_log(ctx, transport, device, request, "the UFF conversion and engine build")
     out = ctx.output("engine")
     out.parent.mkdir(parents=True, exist_ok=True)
     transport.fetch(request["engine"], out)

@@ -76,3 +76,85 @@ def test_device_backend_tensorrt_without_tensorrt_is_an_error(tmp_path):
     with pytest.raises(DeviceError, match="device.backend is tensorrt but TensorRT's Python bindings are not on"):
         device.backend()
     assert Path(tmp_path / "w").is_dir()
+
+
+def test_dla_profile_is_static_for_its_one_batch_size():
+    """D5: DLA has no dynamic shapes: min = opt = max, for the benchmark's one batch size."""
+    opts = EngineOptions(max_batch_size=8, dla_core=0)
+    assert profile_for([("input", [None, 96, 96, 3])], opts, [4]) == {
+        "input": {"min": [4, 96, 96, 3], "opt": [4, 96, 96, 3], "max": [4, 96, 96, 3]}}
+    assert profile_for([("input", [None, 96, 96, 3])], opts, [])["input"]["min"] == [8, 96, 96, 3]  # no benchmark
+    with pytest.raises(DeployError, match=r"a DLA engine has one static batch size, but stages.benchmark.batch_sizes "
+                                          r"has \[1, 8\]"):
+        profile_for([("input", [None, 96, 96, 3])], opts, [1, 8])
+
+
+class _Transport:
+    work = "/w"
+
+    def __init__(self, tmp_path, log_text=None):
+        self.tmp, self.log_text, self.sent = tmp_path, log_text, []
+
+    def send(self, path):
+        self.sent.append(Path(path).name)
+        return "/w/in/" + Path(path).name
+
+    def fetch(self, remote, local):
+        if remote.endswith(".log"):
+            if self.log_text is None:
+                raise DeployError("no such file")
+            Path(local).write_text(self.log_text)
+        else:
+            Path(local).write_bytes(b"plan")
+
+
+def _calib_ctx(tmp_path, monkeypatch, images=32):
+    import numpy as np
+
+    import pipeline.data.dataset as dataset
+
+    monkeypatch.setattr(dataset, "dataset_samples",
+                        lambda config, n, size: (np.zeros((images, size[0], size[1], 3), np.float32), "dataset (x)"))
+    return SimpleNamespace(options=EngineOptions(precision="int8", max_batch_size=16), config=None,
+                           progress=SimpleNamespace(log=lambda m: None))
+
+
+def test_calibration_request_carries_the_batch_and_a_cache_key_with_the_tensorrt_version(tmp_path, monkeypatch):
+    """D4 (host): the batch the agent calibrates at is the host's choice, sent in the request;
+    D14: the calibration cache is per TensorRT version (a JetPack upgrade calibrates again)."""
+    from pipeline.device.engine import _calibration, calibration_batch_for
+
+    ctx = _calib_ctx(tmp_path, monkeypatch)
+    inputs = [("input", [None, 4, 4, 3])]
+    dynamic = profile_for(inputs, ctx.options, [1, 16])
+    assert calibration_batch_for(dynamic) == 8
+    assert calibration_batch_for({"input": {"min": [2, 4, 4, 3], "opt": [2, 4, 4, 3], "max": [2, 4, 4, 3]}}) == 2
+    old = _calibration(ctx, _Transport(tmp_path), inputs, "/w/in/m.onnx", "8.5.2", 8)
+    new = _calibration(ctx, _Transport(tmp_path), inputs, "/w/in/m.onnx", "8.6.2", 8)
+    assert old["batch_size"] == 8 and old["cache"] != new["cache"]
+    assert _calibration(ctx, _Transport(tmp_path), inputs, "/w/in/m.onnx", "8.5.2", 8)["cache"] == old["cache"]
+    with pytest.raises(DeployError, match="fewer than one calibration batch"):
+        _calibration(_calib_ctx(tmp_path, monkeypatch, images=4), _Transport(tmp_path), inputs, "/w/in/m.onnx",
+                     "8.5.2", 8)
+
+
+def test_a_failed_build_keeps_its_log_in_the_stage_folder(tmp_path):
+    """D13 (host): the log of a failed build is fetched into the stage's folder and the error names it."""
+    from pipeline.device.engine import _build_keeping_the_log
+    from pipeline.errors import EXIT_STAGE_FAILED
+
+    class Failing:
+        def call(self, request, what):
+            raise DeployError("device local: the engine build: TensorRT built no engine: out of memory",
+                              EXIT_STAGE_FAILED)
+
+    ctx = SimpleNamespace(out_dir=tmp_path / "engine")
+    request = {"log": "/w/out/x.log"}
+    with pytest.raises(DeployError) as err:
+        _build_keeping_the_log(ctx, _Transport(tmp_path, "[E] out of memory\n"), Failing(), request, "the engine build")
+    assert (tmp_path / "engine" / "build.log").read_text() == "[E] out of memory\n"
+    assert str(err.value).endswith("(build log: {})".format(tmp_path / "engine" / "build.log"))
+    assert err.value.code == EXIT_STAGE_FAILED
+    with pytest.raises(DeployError) as err:  # no log on the device: the error is unchanged
+        _build_keeping_the_log(ctx, _Transport(tmp_path, None), Failing(), {"log": "/w/out/y.log"}, "the engine build")
+    assert "build log" not in str(err.value)

@@ -79,3 +79,32 @@ def test_a_failed_build_leaves_no_engine(tmp_path):
         build(_request(tmp_path, tensorrt="8.5.2", trtexec=_stand_in(tmp_path, log, exit_code=1)))
     assert "trtexec exited 1" in str(err.value)
     assert not os.path.exists(tmp_path / "m.engine") and not os.path.exists(tmp_path / "m.engine.tmp")
+
+
+def test_trtexec_never_gets_the_agents_stdin(tmp_path):
+    """D12: the agent's stdin carries the host's requests; a child reading it would eat the next one."""
+    if not os.path.exists("/proc/self/fd/0"):
+        pytest.skip("needs /proc")
+    seen = tmp_path / "stdin.txt"
+    script = tmp_path / "trtexec"
+    script.write_text("#!{}\nimport os, sys\nopen({!r}, 'w').write(os.readlink('/proc/self/fd/0'))\n"
+                      "sys.stdout.write(open({!r}).read())\n"
+                      "args = [a for a in sys.argv if a.startswith('--saveEngine=')]\n"
+                      "open(args[0].split('=', 1)[1], 'wb').write(b'plan')\n".format(
+                          sys.executable, str(seen), str(SAMPLES / "8.5.2_jetson-agx-xavier.log")))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    read, write = os.pipe()  # the agent's stdin is the host's request pipe, as in --serve
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        build(_request(tmp_path, tensorrt="8.5.2", trtexec=str(script)))
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read, write):
+            os.close(fd)
+    assert seen.read_text() == "/dev/null"
+
+
+def test_dla_with_fp32_is_refused_by_trtexec_too(tmp_path):
+    with pytest.raises(AgentError, match="DLA runs fp16 and int8 only"):
+        command("trtexec", _request(tmp_path, tensorrt="8.5.2", precision="fp32", dla_core=0), "out.tmp")

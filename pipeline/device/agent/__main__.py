@@ -7,24 +7,41 @@ request per line and one answer line each, until stdin closes (the host keeps on
 Progress goes to stderr as lines starting with ``deploy-agent: `` (the host shows them). The exit
 code is 0 whenever an answer was written, so the host can tell an agent's answer from a failure of
 the transport (ssh exits 255, a missing interpreter 127).
+
+The answers have a channel of their own: at start the agent keeps a private duplicate of fd 1 for
+them and points fd 1 (and ``sys.stdout``) at stderr. Whatever a library prints -- a Python ``print``
+(NVIDIA's uff converter prints its TensorFlow-version notes), a C/C++ ``write(1, ...)`` (TensorRT's
+logger, CUDA) or a child process -- lands on stderr, never in the answer stream the host reads.
 """
 
 import json
+import os
 import sys
 
 from . import AgentError, commands
 
 
+def protocol_stream():
+    """The answers' stream: a duplicate of fd 1 kept for the agent alone; fd 1 and ``sys.stdout`` then
+    go to stderr, so no library and no child process can write into the protocol."""
+    sys.stdout.flush()
+    stream = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return stream
+
+
 def main():
+    out = protocol_stream()
     if "--serve" in sys.argv[1:]:
         for line in iter(sys.stdin.readline, ""):
             if line.strip():
-                _answer(line)
+                _answer(line, out)
     else:
-        _answer(sys.stdin.read() or "{}")
+        _answer(sys.stdin.read() or "{}", out)
 
 
-def _answer(text):
+def _answer(text, out):
     try:
         request = json.loads(text)
         if not isinstance(request, dict):
@@ -38,9 +55,8 @@ def _answer(text):
         answer = {"ok": False, "kind": "out-of-memory", "error": "the board ran out of memory; lower the batch sizes"}
     except Exception as e:  # an agent bug or a library's failure: one line, never a traceback on the host
         answer = {"ok": False, "kind": "internal", "error": "{}: {}".format(type(e).__name__, " ".join(str(e).split()))}
-    sys.stdout.write(json.dumps(answer, sort_keys=True))
-    sys.stdout.write("\n")
-    sys.stdout.flush()
+    out.write(json.dumps(answer, sort_keys=True) + "\n")
+    out.flush()
 
 
 if __name__ == "__main__":

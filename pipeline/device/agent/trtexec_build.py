@@ -14,6 +14,7 @@ import subprocess
 import time
 
 from . import AgentError, ParseError, say
+from .trt_engine import EngineError, precision_flags
 
 CANDIDATES = ("/usr/src/tensorrt/bin/trtexec", "/usr/local/bin/trtexec")
 
@@ -40,6 +41,8 @@ def _dims(shape):
 def command(exe, request, engine_tmp):
     """The trtexec argv for a build request (see the module docstring for the flags per version)."""
     version = _version(request.get("tensorrt") or "8.0")
+    if request.get("dla_core") is not None and request.get("precision") not in ("fp16", "int8"):
+        raise AgentError("build-failed", "DLA runs fp16 and int8 only: set stages.engine.precision: fp16 (or int8)")
     argv = [exe, "--onnx=" + request["onnx"], "--saveEngine=" + engine_tmp]
     profile = request.get("profile") or {}
     if profile:
@@ -50,15 +53,22 @@ def command(exe, request, engine_tmp):
     workspace = int(request.get("workspace_mb", 1024))
     argv.append("--memPoolSize=workspace:{}M".format(workspace) if version >= (8, 4) else "--workspace={}".format(workspace))
     precision = request.get("precision", "fp16")
-    if precision == "fp16":
-        argv.append("--fp16")
-    elif precision == "int8":
+    if precision == "int8":
         calibration = request.get("calibration") or {}
         cache = calibration.get("cache")
         if not cache or not os.path.exists(cache):
             raise AgentError("build-failed", "trtexec cannot calibrate from images: int8 with builder trtexec needs the "
                                              "calibration cache of a builder: python build first")
-        argv += ["--int8", "--calib=" + cache]
+        argv.append("--calib=" + cache)
+    # the Python builder's flags for the same precision (fp16 beside int8 where the target has fast fp16:
+    # the host sends the target's answer as "fast_fp16"), so both builders make the same mixed engine
+    fast_fp16 = request.get("fast_fp16", True)
+    try:
+        argv += ["--" + flag for flag in precision_flags(precision, fast_fp16, True)]
+    except EngineError as e:
+        raise AgentError("build-failed", str(e))
+    if precision == "fp32":
+        argv.append("--noTF32")  # as the Python builder: TF32 is on by default from Ampere; fp32 means fp32
     if request.get("dla_core") is not None:
         argv += ["--useDLACore={}".format(request["dla_core"]), "--allowGPUFallback"]
     if request.get("timing_cache") and version >= (8, 0):
@@ -75,7 +85,8 @@ def build(request):
     argv = command(exe, request, tmp)
     say("trtexec: " + " ".join(argv[1:]))
     started = time.time()
-    res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # stdin: never the agent's (the host's requests arrive there)
+    res = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     text = res.stdout.decode("utf-8", "replace")
     if request.get("log"):
         with open(request["log"], "w") as f:
