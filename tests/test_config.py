@@ -274,6 +274,11 @@ def test_hostile_yaml_is_one_line_and_bounded(tmp_path, text, message):
     ("stages.rewrite.options={cut: {input: x}}", "--set stages.rewrite: rewrite pass cut has no option 'input'; it "
                                                  "takes: inputs"),
     ("stages.benchmark.batch_sizes=[1,100000]", "--set stages.benchmark.batch_sizes: batch sizes must be 1 to 1024"),
+    # D5: DLA runs fp16/int8 only, and has no dynamic shapes (one static batch size per DLA engine)
+    ("stages.engine={dla_core: 0, precision: fp32}", "--set stages.engine: dla_core 0 with precision fp32: DLA runs "
+                                                     "fp16 and int8 only; set stages.engine.precision: fp16 (or int8)"),
+    ("stages.engine={dla_core: 1}", "--set stages: a DLA engine (stages.engine.dla_core: 1) has one static batch size, "
+                                    "but stages.benchmark.batch_sizes has [1, 8]; benchmark one batch size on DLA"),
 ])
 def test_values_that_make_no_sense_are_refused_at_validation(override, message):
     from conftest import ROOT, deploy

@@ -150,8 +150,16 @@ class EngineOptions(_Section):
     workspace_mb: int = Field(1024, ge=16, description="TensorRT builder workspace.")
     max_batch_size: int = Field(8, ge=1, le=1024, description="Largest batch of the engine's optimisation profile (benchmark batch sizes must fit).")
     builder: Literal["python", "trtexec"] = Field("python", description="python: the TensorRT Python API in the device agent; trtexec: NVIDIA's trtexec (its log parsed).")
-    dla_core: Optional[int] = Field(None, ge=0, le=1, description="Build for this DLA core with GPU fallback (boards with DLA: Xavier, Orin).")
+    dla_core: Optional[int] = Field(None, ge=0, le=1, description="Build for this DLA core with GPU fallback (boards with DLA: Xavier, Orin): precision fp16 or int8, and one static batch size (the benchmark's only batch size, else max_batch_size); engine.json's dla says where the layers ran.")
     calibration_images: int = Field(256, ge=8, le=10000, description="int8: dataset images for the entropy calibrator (preprocessed as at export); the calibration cache is reused.")
+
+    @model_validator(mode="after")
+    def _dla_runs_fp16_and_int8(self):
+        # NVIDIA, "Working with DLA": DLA runs networks in FP16 and INT8 only
+        if self.dla_core is not None and self.precision == "fp32":
+            raise ValueError("dla_core {} with precision fp32: DLA runs fp16 and int8 only; set stages.engine.precision: "
+                             "fp16 (or int8), or remove dla_core".format(self.dla_core))
+        return self
 
 
 class DeviceSection(_Section):
@@ -163,7 +171,7 @@ class DeviceSection(_Section):
     user: Optional[str] = Field(None, description="ssh: the user on the board (default: ssh's own default).")
     identity_file: Optional[str] = Field(None, description="ssh: private key to log in with (BatchMode: never a password).")
     known_hosts_file: Optional[str] = Field(None, description="ssh: known_hosts file holding the board's host key (default: ssh's own).")
-    python: str = Field("python3", description="The board's Python (3.6+) that runs the agent.")
+    python: Optional[str] = Field(None, description="The board's Python (3.6+) that runs the agent. Default: /usr/bin/python3 (the board's system Python, which sees JetPack's TensorRT) with transport: local, python3 on the login's PATH with ssh. A relative path (scripts/jetson/agent-in-docker, .venv36/bin/python) counts from the folder of the config file that sets it.")
     work_dir: str = Field("~/.cache/deploy-device", description="The agent's folder on the device: the agent, models sent by content hash, caches.")
     backend: Literal["auto", "tensorrt", "onnxruntime"] = Field("auto", description="auto: TensorRT where the device has it, else ONNX Runtime on the ONNX model.")
     connect_timeout_s: float = Field(10, gt=0, le=300, description="ssh: seconds to wait for a connection.")
@@ -207,6 +215,17 @@ class Stages(_Section):
     convert: Optional[ConvertOptions] = None
     engine: Optional[EngineOptions] = None
     benchmark: Optional[BenchmarkOptions] = None
+
+    @model_validator(mode="after")
+    def _dla_has_one_batch_size(self):
+        # DLA has no dynamic shapes: a DLA engine is built for one static batch size (pipeline/device/engine.py)
+        engine, bench = self.engine, self.benchmark
+        if engine is not None and engine.dla_core is not None and bench is not None and len(set(bench.batch_sizes)) > 1:
+            raise ValueError("a DLA engine (stages.engine.dla_core: {}) has one static batch size, but "
+                             "stages.benchmark.batch_sizes has {}; benchmark one batch size on DLA (e.g. "
+                             "stages.benchmark.batch_sizes: [{}]) or remove dla_core".format(
+                                 engine.dla_core, sorted(set(bench.batch_sizes)), max(bench.batch_sizes)))
+        return self
 
     @model_validator(mode="before")
     @classmethod

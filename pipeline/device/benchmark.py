@@ -11,7 +11,7 @@ placement (engine.json's ``dla``).
 import tempfile
 from pathlib import Path
 
-from pipeline.device.client import device_for, fingerprint
+from pipeline.device.client import device_for, fingerprint, hardware_label
 from pipeline.errors import DeployError
 
 
@@ -68,6 +68,9 @@ class DeviceRun:
     def where(self, label, target):
         where = {"device": self.device.describe(), "transport": self.ctx.config.device.transport,
                  "fingerprint": fingerprint(self.probe)}
+        hardware = hardware_label(self.probe)
+        if hardware:
+            where["hardware"] = hardware  # "desktop GPU (NVIDIA GeForce RTX 4090), not a Jetson"
         warnings = noise_warnings(self.probe) if self.backend == "tensorrt" else []
         if warnings:
             where["warnings"] = warnings
@@ -78,11 +81,12 @@ class DeviceRun:
         return where
 
     def note(self, label, target):
-        return "{} via the device agent on {}; not {} numbers".format(label.get("runtime"), self.device.describe(),
-                                                                      target.name)
+        return "{} via the device agent on {} ({}); not {} numbers".format(
+            label.get("runtime"), self.device.describe(), hardware_label(self.probe) or "unknown machine", target.name)
 
     def short(self, label):
-        return "{}/{}".format(self.probe.get("board") or self.probe.get("hostname") or "device", label.get("runtime"))
+        machine = self.probe.get("board") or ("desktop-gpu" if self.probe.get("kind") == "desktop-gpu" else None)
+        return "{}/{}".format(machine or self.probe.get("hostname") or "device", label.get("runtime"))
 
     def close(self):
         pass

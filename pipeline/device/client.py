@@ -8,9 +8,10 @@ check that the board is the one the target file describes.
 """
 
 import atexit
+from pathlib import Path
 
 from pipeline.device.errors import DeviceError
-from pipeline.device.transport import open_transport
+from pipeline.device.transport import agent_python, open_transport
 
 _OPEN = {}
 
@@ -20,11 +21,32 @@ def device_for(config, progress=None):
     key = id(config.device)
     device = _OPEN.get(key)
     if device is None:
-        device = Device(config.device, progress)
+        device = Device(config.device, progress, python=python_for(config))
         _OPEN[key] = device
     elif progress is not None:
         device.transport.progress = progress
     return device
+
+
+def python_for(config):
+    """The agent's interpreter for ``config`` (transport.agent_python): a relative ``device.python`` counts
+    from the folder of the config file that sets it (with ``extends``, the file that has the key; with
+    ``--set``, the current folder)."""
+    keypath = ("device", "python")
+    where = config.where(*keypath) if hasattr(config, "where") else "device.python"
+    return agent_python(config.device, base=_folder_setting(config, keypath), where=where)
+
+
+def _folder_setting(config, keypath):
+    source = getattr(config, "_source", None)
+    if source is not None:
+        if any(keypath[:len(p)] == p or p[:len(keypath)] == keypath for p in getattr(source, "overrides", ())):
+            return Path.cwd()
+        for path, lines in getattr(source, "files", ()):
+            if keypath in lines:
+                return Path(path).parent
+    path = getattr(config, "path", None)
+    return Path(path).parent if path else Path.cwd()
 
 
 @atexit.register
@@ -35,9 +57,9 @@ def close_all():
 
 
 class Device:
-    def __init__(self, cfg, progress=None):
+    def __init__(self, cfg, progress=None, python=None):
         self.cfg = cfg
-        self.transport = open_transport(cfg, progress)
+        self.transport = open_transport(cfg, progress, python)
         self._ping = None
         self._probe = None
 
@@ -61,7 +83,14 @@ class Device:
         return bool(self.ping().get("has", {}).get(module))
 
     def backend(self):
-        """The backend the benchmark uses there: device.backend, or auto's choice."""
+        """The backend the benchmark uses there: device.backend, or auto's choice. An interpreter without
+        numpy (the agent's one need for any model) is one line naming it and device.python."""
+        if not self.has("numpy"):
+            exe = self.ping().get("executable") or self.transport.python
+            raise DeviceError("{} on {} has no numpy, which the agent needs to run a model: install it for that "
+                              "interpreter ({} -m pip install 'numpy<1.24' on JetPack 4/5, 'numpy<2' on JetPack 6), or "
+                              "set device.python to a Python 3.6+ with numpy and TensorRT or onnxruntime".format(
+                                  self.transport.python_setting(), self.describe(), exe))
         if self.cfg.backend != "auto":
             if self.cfg.backend == "tensorrt" and not self.has("tensorrt"):
                 raise DeviceError("device.backend is tensorrt but TensorRT's Python bindings are not on {} ({}); "
@@ -94,7 +123,22 @@ def same_version(found, expected):
 
 
 def fingerprint(probe):
-    """The facts that make a benchmark's numbers what they are (stored in benchmark.json)."""
-    keys = ("board", "model", "l4t", "jetpack", "tensorrt", "cuda", "cudnn", "python", "power_mode", "clocks_locked",
-            "hostname", "machine")
+    """The facts that make a benchmark's numbers what they are (stored in benchmark.json). ``kind`` is
+    "jetson", "desktop-gpu" (an NVIDIA GPU that is not a Jetson's) or "cpu"; ``gpu`` is nvidia-smi's name."""
+    keys = ("kind", "gpu", "gpu_driver", "board", "model", "l4t", "jetpack", "tensorrt", "cuda", "cudnn", "python",
+            "power_mode", "clocks_locked", "hostname", "machine")
     return {k: probe.get(k) for k in keys}
+
+
+def hardware_label(facts):
+    """What the machine is, in words, for benchmark.json's ``where`` and the report: "desktop GPU (NVIDIA
+    GeForce RTX 4090), not a Jetson", "Jetson (jetson_tx2)", "CPU only, not a Jetson" (``facts``: a probe or
+    a fingerprint)."""
+    kind = facts.get("kind")
+    if kind == "desktop-gpu":
+        return "desktop GPU ({}), not a Jetson".format(facts.get("gpu") or "NVIDIA")
+    if kind == "jetson" or (kind is None and (facts.get("l4t") or facts.get("board"))):
+        return "Jetson ({})".format(facts.get("board") or facts.get("model") or "board unknown")
+    if kind == "cpu":
+        return "CPU only, not a Jetson"
+    return None

@@ -21,10 +21,44 @@ from pathlib import Path
 
 from pipeline.device.errors import DeviceError, classify_ssh_failure
 from pipeline.device.process import AgentProcess, last_line, run_command
+from pipeline.errors import DeployError
 from pipeline.files import sha256_path
 
 AGENT_DIR = Path(__file__).resolve().parent / "agent"
 AGENT_PACKAGE = "deploy_agent"
+SYSTEM_PYTHON = "/usr/bin/python3"  # a Jetson's system Python: the one python3-libnvinfer (TensorRT) is built for
+MISSING_KINDS = ("no-numpy", "no-onnxruntime", "no-tensorrt")  # the agent's answers for a library its Python lacks
+
+
+def agent_python(cfg, base=None, where="device.python"):
+    """The interpreter that runs the agent: ``device.python``, or by default the board's system Python
+    (/usr/bin/python3) for ``transport: local`` -- not ``python3`` on PATH, which is deploy's own venv
+    when deploy runs from one and does not see JetPack's TensorRT -- and ``python3`` on the login's PATH
+    for ``ssh``. A relative path (``scripts/jetson/agent-in-docker``, ``.venv36/bin/python``) counts from
+    ``base`` (the folder of the config file that sets it) and must exist; a bare name is looked up on PATH.
+    ``where`` names the setting in errors (``configs/x.yaml:12``)."""
+    python = getattr(cfg, "python", None)
+    if not python:
+        if cfg.transport == "ssh":
+            return "python3"
+        return SYSTEM_PYTHON if os.path.exists(SYSTEM_PYTHON) else "python3"
+    if "/" not in python or python.startswith("/"):
+        return python
+    if cfg.transport == "ssh":
+        if python.startswith("~/"):
+            return python
+        raise DeployError("{} device.python: {} is a relative path; with transport: ssh give the board's absolute path "
+                          "(e.g. /home/nvidia/deploy/scripts/jetson/agent-in-docker) or a name on its PATH".format(
+                              where, python))
+    if python.startswith("~"):
+        return os.path.expanduser(python)
+    folder = Path(base) if base is not None else Path.cwd()
+    path = os.path.abspath(os.path.join(str(folder), python))  # not resolve(): a venv's bin/python is a symlink
+    if not os.path.exists(path):
+        raise DeployError("{} device.python: {} is not there ({}: a relative device.python counts from {}, the folder "
+                          "of the config file that sets it); give a path from that folder or an absolute one".format(
+                              where, python, path, os.path.abspath(str(folder))))
+    return path
 
 
 def agent_files():
@@ -44,9 +78,10 @@ class Transport:
 
     kind = "?"
 
-    def __init__(self, cfg, progress=None):
+    def __init__(self, cfg, progress=None, python=None):
         self.cfg = cfg
         self.progress = progress
+        self.python = python or agent_python(cfg)
         self._work = cfg.work_dir.rstrip("/")
         self._agent_ready = False
         self._agent = None
@@ -55,6 +90,13 @@ class Transport:
     def work(self):
         """The work folder on the device, an absolute path (the agent runs from inside it)."""
         return self._work
+
+    def python_setting(self):
+        """``device.python: X`` as the user set it, or the default and why (for error messages)."""
+        if getattr(self.cfg, "python", None):
+            return "device.python: {}".format(self.python)
+        return "device.python: {} (the default with transport: {}; set device.python to choose another)".format(
+            self.python, self.kind)
 
     @property
     def agent_home(self):
@@ -111,21 +153,25 @@ class Transport:
         self.ensure_agent()
         what = what or request.get("command", "a request")
         if self._agent is None or self._agent.poll() is not None:
-            command = "cd {} && exec {} -m {} --serve".format(shlex.quote(self.agent_home), shlex.quote(self.cfg.python),
+            command = "cd {} && exec {} -m {} --serve".format(shlex.quote(self.agent_home), shlex.quote(self.python),
                                                               AGENT_PACKAGE)
             self._agent = AgentProcess(self._argv(command), self)
         answer = self._agent.ask(request, timeout, what)
         if not answer.get("ok"):
             from pipeline.device.errors import agent_failure
 
+            if answer.get("kind") in MISSING_KINDS:  # name the interpreter that lacks it, and the setting
+                answer = dict(answer, error="{} [the agent runs on {}: install it for that interpreter, or set "
+                                            "device.python to a Python that has it]".format(
+                                                answer.get("error"), self.python_setting()))
             raise agent_failure(answer, self.describe(), what)
         return answer["result"]
 
     def agent_exited(self, code, stderr, what):
         """The error for an agent process that ended without answering."""
-        if code == 127 or "No module named" in stderr or "not found" in stderr:
-            return DeviceError("device.python: {} could not run the agent on {} ({}); set device.python to the "
-                               "board's Python 3.6+".format(self.cfg.python, self.describe(), last_line(stderr)))
+        if code in (126, 127) or "No module named" in stderr or "not found" in stderr:
+            return DeviceError("{} could not run the agent on {} ({}); set device.python to the board's Python "
+                               "3.6+".format(self.python_setting(), self.describe(), last_line(stderr)))
         return DeviceError("the agent on {} ended during {} (exit {}): {}".format(self.describe(), what, code,
                                                                                  last_line(stderr)))
 
@@ -183,12 +229,12 @@ class Transport:
 
 
 class LocalTransport(Transport):
-    """The agent on this machine: a Jetson runner, or the host with ONNX Runtime."""
+    """The agent on this machine: a Jetson runner, a workstation's GPU, or the host with ONNX Runtime."""
 
     kind = "local"
 
-    def __init__(self, cfg, progress=None):
-        super().__init__(cfg, progress)
+    def __init__(self, cfg, progress=None, python=None):
+        super().__init__(cfg, progress, python)
         self._work = str(Path(os.path.expanduser(cfg.work_dir)).resolve())
 
     def describe(self):
@@ -215,8 +261,8 @@ class SshTransport(Transport):
 
     kind = "ssh"
 
-    def __init__(self, cfg, progress=None):
-        super().__init__(cfg, progress)
+    def __init__(self, cfg, progress=None, python=None):
+        super().__init__(cfg, progress, python)
         self._home_relative = None if self._work.startswith("/") else self._work[2:] if self._work.startswith("~/") \
             else self._work  # ~/x or x: under the login's home, asked once (a quoted ~ would not expand)
         self.control_dir = tempfile.mkdtemp(prefix="deploy-ssh-")
@@ -285,5 +331,6 @@ def _size(path):
     return "{:.1f} MB".format(n / 1e6) if n >= 1e5 else "{} bytes".format(n)
 
 
-def open_transport(cfg, progress=None):
-    return SshTransport(cfg, progress) if cfg.transport == "ssh" else LocalTransport(cfg, progress)
+def open_transport(cfg, progress=None, python=None):
+    """The transport of a device: section; ``python`` is the agent's interpreter (``agent_python``)."""
+    return (SshTransport if cfg.transport == "ssh" else LocalTransport)(cfg, progress, python)

@@ -15,7 +15,8 @@ A latency figure is a regression only when all three hold:
 Throughput uses (1) and (3). Accuracy (engine top-1 agreement against ONNX Runtime, validation
 accuracy) regresses when it drops by more than ``accuracy_tolerance`` (absolute) and beyond the
 history's band; batch consistency and the check's verdict regress when they go from pass to fail.
-Latency measured on different hardware (board, TensorRT, runtime, power mode) is not compared.
+Latency measured on different hardware (board, GPU, TensorRT, runtime, power mode) is not compared; a
+desktop GPU's run is never compared with a Jetson's (or a CPU's).
 """
 
 import math
@@ -72,9 +73,37 @@ def _hardware(run):
     where = (run.get("benchmark") or {}).get("where") or {}
     fp = where.get("fingerprint") or {}
     mode = fp.get("power_mode")
-    return {"runtime": where.get("runtime"), "provider": where.get("provider"), "board": fp.get("board") or fp.get("model"),
+    kind = _kind(where, fp)
+    return {"kind": kind, "gpu": fp.get("gpu") if kind == "desktop-gpu" else None, "runtime": where.get("runtime"),
+            "provider": where.get("provider"), "board": fp.get("board") or fp.get("model"),
             "tensorrt": fp.get("tensorrt"), "power_mode": mode.get("mode_name") if isinstance(mode, dict) else mode,
             "machine": fp.get("machine") or (where.get("host") or {}).get("machine")}
+
+
+def _kind(where, fp):
+    """"jetson", "desktop-gpu" (an NVIDIA GPU that is not a Jetson's), "cpu", or None (no device figures).
+    Fingerprints from before the probe said so: a Jetson is a board or an L4T release."""
+    if fp.get("kind"):
+        return fp["kind"]
+    if fp.get("board") or fp.get("l4t"):
+        return "jetson"
+    return "host" if where.get("host") else None
+
+
+KIND_WORDS = {"jetson": "a Jetson", "desktop-gpu": "a desktop GPU", "cpu": "a CPU (no GPU)",
+              "host": "the host (in-process)"}
+
+
+def _kind_note(base_hw, cur_hw):
+    """Why a desktop-GPU run and a board run are never compared (None when neither is a desktop GPU or
+    both are)."""
+    kinds = (base_hw["kind"], cur_hw["kind"])
+    if kinds[0] == kinds[1] or "desktop-gpu" not in kinds:
+        return None
+    words = ["{}{}".format(KIND_WORDS.get(k, "an unknown machine"), " ({})".format(hw["gpu"]) if hw["gpu"] else "")
+             for k, hw in zip(kinds, (base_hw, cur_hw))]
+    return ("latency not compared: the baseline ran on {}, the current run on {}; a desktop GPU's figures say "
+            "nothing about a Jetson's (compare desktop-GPU runs with desktop-GPU runs)".format(*words))
 
 
 def compare_runs(baseline, current, history=(), tolerance=0.05, accuracy_tolerance=0.02, k=3.0):
@@ -83,7 +112,10 @@ def compare_runs(baseline, current, history=(), tolerance=0.05, accuracy_toleran
     base_hw, cur_hw = _hardware(baseline), _hardware(current)
     differs = {key: (base_hw[key], cur_hw[key]) for key in base_hw if base_hw[key] != cur_hw[key]}
     base_res, cur_res = results_by_batch(baseline), results_by_batch(current)
-    if differs and base_res and cur_res:
+    kind_note = _kind_note(base_hw, cur_hw)
+    if kind_note and base_res and cur_res:
+        notes.append(kind_note)
+    elif differs and base_res and cur_res:
         notes.append("latency not compared: measured on different hardware or runtime ({})".format(
             "; ".join("{} {} vs {}".format(key, a, b) for key, (a, b) in sorted(differs.items()))))
     elif base_res and cur_res:

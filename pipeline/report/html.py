@@ -111,6 +111,7 @@ def _device(run, cache):
     fp = where.get("fingerprint") or {}
     rows = [[esc(k), esc(fmt(v))] for k, v in (
         ("measured on", where.get("device") or (where.get("host") or {}).get("node") or "this machine"),
+        ("hardware", where.get("hardware")), ("GPU", fp.get("gpu")),
         ("runtime", "{} {}".format(where.get("runtime", ""), where.get("version", "")).strip()),
         ("provider", where.get("provider")), ("on the target device", where.get("on_target_device")),
         ("target", where.get("target")), ("board", fp.get("board") or fp.get("model")), ("L4T / JetPack",

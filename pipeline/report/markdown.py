@@ -37,6 +37,8 @@ def render_markdown(run):
     if results:
         where = bench.get("where") or {}
         lines += ["", "### Latency ({})".format(_text(where.get("note") or "on {}".format(where.get("device") or "the device"))), ""]
+        if where.get("hardware"):
+            lines += ["measured on: {}".format(_text(where["hardware"])), ""]
         lines += _table(["batch", "p50 ms", "p99 ms", "mean ms", "img/s"], [
             [bs, fmt(r.get("p50_ms")), fmt(r.get("p99_ms")), fmt(r.get("mean_ms")), fmt(r.get("throughput_ips"), 4)]
             for bs, r in results])

@@ -284,3 +284,24 @@ def test_jetson_clocks_tx1_r28_locked():
 def test_jetson_clocks_malformed(text, message):
     with pytest.raises(ParseError, match=message):
         parse_jetson_clocks_show(text)
+
+
+def test_nvidia_smi_query_and_the_kind_of_machine():
+    """``nvidia-smi --query-gpu=name,driver_version --format=csv,noheader``: one line per GPU; JetPack 6's
+    nvidia-smi names the Orin GPU "Orin (nvgpu)" (anduril/jetpack-nixos#371), which is a Jetson, not a desktop GPU."""
+    from pipeline.device.agent.identity import is_tegra_gpu, machine_kind, parse_nvidia_smi_query
+
+    assert parse_nvidia_smi_query("NVIDIA GeForce RTX 4090, 550.54.14\n") == [
+        {"name": "NVIDIA GeForce RTX 4090", "driver": "550.54.14"}]
+    two = parse_nvidia_smi_query(b"NVIDIA H100 80GB HBM3, 535.104.05\nNVIDIA A100-SXM4-40GB, 535.104.05\n")
+    assert [g["name"] for g in two] == ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
+    assert parse_nvidia_smi_query("Orin (nvgpu), 540.4.0") == [{"name": "Orin (nvgpu)", "driver": "540.4.0"}]
+    for bad in ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+                "latest NVIDIA driver is installed and running.", "", "No devices were found"):
+        with pytest.raises(ParseError):
+            parse_nvidia_smi_query(bad)
+    assert is_tegra_gpu("Orin (nvgpu)") and is_tegra_gpu("NVIDIA Thor") and not is_tegra_gpu("NVIDIA GeForce RTX 4090")
+    assert machine_kind("32.7.1", "jetson_tx2", None) == "jetson"
+    assert machine_kind(None, None, "Orin (nvgpu)") == "jetson"  # a JetPack 6 container without nv_tegra_release
+    assert machine_kind(None, None, "NVIDIA GeForce RTX 4090") == "desktop-gpu"
+    assert machine_kind(None, None, None) == "cpu"

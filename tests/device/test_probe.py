@@ -88,7 +88,8 @@ def test_deploy_device_probe_matches_the_target_file(tx2, tmp_path):
     report = json.loads(as_json.stdout)
     assert report["matches"] == "jetson_tx2" and report["config_target"] == "orin_nano"
     assert any(d.startswith("jetpack: board has 4.6") for d in report["config_differences"])
-    assert as_json.returncode == 1
+    assert report["not_target"] == ["this machine is Jetson (jetson_tx2) (targets/jetson_tx2.yaml), not target orin_nano"]
+    assert as_json.returncode == 5  # EXIT_DEVICE, as `deploy run` on a board that is not the target's
 
 
 def test_probe_without_device_section_says_to_add_one(tmp_path):
@@ -108,3 +109,136 @@ def test_unreachable_board_is_one_line_exit_5(tmp_path):
                  "--set", "device.host=127.0.0.1", "--set", "device.port={}".format(closed), "--set", "device.connect_timeout_s=5")
     assert res.returncode == 5, res.stderr
     assert res.stderr.count("\n") == 1 and "connection refused" in res.stderr and "Traceback" not in res.stderr
+
+
+# ------------------------------------------------------------------ --strict, desktop GPUs, the CUDA binding, child stdin
+
+
+def _probe(config, *extra, cwd=None):
+    return deploy("device", "probe", ROOT / "configs" / config, "--set", "device.transport=local",
+                  "--set", "device.python={}".format(sys.executable), "--set", "device.work_dir={}".format(cwd), *extra)
+
+
+def _fake_module(tmp_path, monkeypatch, files):
+    """A fake package tree on PYTHONPATH (the agent runs with this environment)."""
+    lib = tmp_path / "fake-lib"
+    for name, text in files.items():
+        (lib / name).parent.mkdir(parents=True, exist_ok=True)
+        (lib / name).write_text(text)
+    monkeypatch.setenv("PYTHONPATH", "{}{}{}".format(lib, os.pathsep, os.environ.get("PYTHONPATH", "")).rstrip(os.pathsep))
+    return lib
+
+
+def test_strict_exits_5_when_the_board_has_another_tensorrt(tx2, tmp_path, monkeypatch):
+    """The right board (a TX2) with TensorRT 8.5.2 where the target says 8.2.1: --strict exits 5, and without
+    --strict the probe still exits 0 and says why the machine is not the target."""
+    _fake_module(tmp_path, monkeypatch, {"tensorrt/__init__.py": "__version__ = '8.5.2.2'\n"})
+    res = _probe("jetson_tx2.yaml", cwd=tmp_path / "w")
+    assert res.returncode == 0, res.stderr
+    assert "differs  tensorrt: board has 8.5.2.2, jetson_tx2 says 8.2.1" in res.stdout
+    assert "strict     tensorrt: board has 8.5.2.2" in res.stdout
+    res = _probe("jetson_tx2.yaml", "--strict", cwd=tmp_path / "w")
+    assert res.returncode == 5, res.stderr
+
+
+def _desktop(tmp_path, monkeypatch, line="NVIDIA GeForce RTX 4090, 550.54.14", cuda="12.6.77"):
+    """A workstation: no /etc/nv_tegra_release, nvidia-smi on PATH (it records its argv and its stdin)."""
+    root = tmp_path / "root"
+    (root / "usr" / "local" / "cuda").mkdir(parents=True)
+    (root / "usr" / "local" / "cuda" / "version.json").write_text(
+        '{"cuda" : {"name" : "CUDA SDK", "version" : "%s"}}\n' % cuda)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "$@" >> "{log}"\nif read -r got; then echo "stdin: $got" >> "{log}"; fi\n'
+                   'echo "{line}"\n'.format(log=tmp_path / "smi.log", line=line))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", "{}{}{}".format(bin_dir, os.pathsep, os.environ["PATH"]))
+    monkeypatch.setenv("DEPLOY_DEVICE_ROOT", str(root))
+    return root
+
+
+def test_a_desktop_gpu_is_labelled_and_never_a_jetson_target(tmp_path, monkeypatch):
+    from pipeline.device.client import fingerprint, hardware_label
+
+    _desktop(tmp_path, monkeypatch)
+    facts = Device(device_cfg(work_dir=str(tmp_path / "w"))).probe()
+    assert facts["kind"] == "desktop-gpu" and facts["gpu"] == "NVIDIA GeForce RTX 4090"
+    assert facts["gpu_driver"] == "550.54.14" and facts["board"] is None and facts["cuda"] == "12.6.77"
+    assert (tmp_path / "smi.log").read_text().splitlines() == ["--query-gpu=name,driver_version --format=csv,noheader"]
+    fp = fingerprint(facts)
+    assert fp["kind"] == "desktop-gpu" and fp["gpu"] == "NVIDIA GeForce RTX 4090"
+    assert hardware_label(fp) == "desktop GPU (NVIDIA GeForce RTX 4090), not a Jetson"
+    res = _probe("jetson_tx2.yaml", cwd=tmp_path / "w2")
+    assert res.returncode == 0, res.stderr  # without --strict: says so, exits 0
+    assert "kind       desktop GPU (NVIDIA GeForce RTX 4090), not a Jetson; driver 550.54.14" in res.stdout
+    assert "no target file matches this machine" in res.stdout
+    strict = _probe("jetson_tx2.yaml", "--json", "--strict", cwd=tmp_path / "w2")
+    report = json.loads(strict.stdout)
+    assert report["matches"] is None and strict.returncode == 5
+    assert report["not_target"] == ["this machine is desktop GPU (NVIDIA GeForce RTX 4090), not a Jetson, not target "
+                                    "jetson_tx2"]
+
+
+def test_a_jetson_gpu_in_nvidia_smi_is_not_a_desktop_gpu(tmp_path, monkeypatch):
+    """JetPack 6 has nvidia-smi ("Orin (nvgpu)"); in a container without the host's nv_tegra_release it is
+    still a Jetson."""
+    _desktop(tmp_path, monkeypatch, line="Orin (nvgpu), 540.4.0")
+    facts = Device(device_cfg(work_dir=str(tmp_path / "w"))).probe()
+    assert facts["kind"] == "jetson" and facts["gpu"] == "Orin (nvgpu)"
+
+
+def test_the_probe_says_which_cuda_binding_and_what_to_install(tmp_path, monkeypatch):
+    """cuda-python 13 (no cuda.cudart; built for CUDA 13) on a CUDA 12.6 machine: the probe names the version
+    and says to install cuda-python<13."""
+    _desktop(tmp_path, monkeypatch)
+    _fake_module(tmp_path, monkeypatch, {
+        "cuda/bindings/__init__.py": "__version__ = '13.0.1'\n", "cuda/bindings/runtime.py": "",
+        "cuda_bindings-13.0.1.dist-info/METADATA": "Name: cuda-bindings\nVersion: 13.0.1\n",
+        "cuda_python-13.0.1.dist-info/METADATA": "Name: cuda-python\nVersion: 13.0.1\n"})
+    facts = Device(device_cfg(work_dir=str(tmp_path / "w"))).probe()
+    binding = facts["cuda_binding"]
+    assert binding["binding"] == "cuda-python" and str(binding["version"]).startswith("13"), binding
+    assert binding["problem"] and "<13" in binding["problem"], binding
+    assert any(p.startswith("CUDA binding: ") for p in facts["problems"])
+    res = _probe("jetson_tx2.yaml", cwd=tmp_path / "w2")
+    assert "binding    cuda-python 13" in res.stdout and "note       CUDA binding: " in res.stdout, res.stdout
+
+
+def test_the_binding_lookup_without_binding_info_imports_nothing(tmp_path, monkeypatch):
+    """The probe's own stand-in for cuda.binding_info: files on sys.path, nothing imported."""
+    from pipeline.device.agent import probe as agent_probe
+
+    lib = _fake_module(tmp_path, monkeypatch, {
+        "cuda/bindings/__init__.py": "raise RuntimeError('imported')\n", "cuda/bindings/runtime.py": "",
+        "cuda_bindings-12.6.2.dist-info/METADATA": ""})
+    monkeypatch.syspath_prepend(str(lib))
+    found = agent_probe._binding_on_disk()
+    assert found["binding"] == "cuda-python" and found["version"] == "12.6.2"
+    assert found["module"] == "cuda.bindings.runtime" and found["problem"] is None
+    assert "cuda.bindings" not in sys.modules or "imported" not in str(sys.modules.get("cuda.bindings"))
+    assert agent_probe._binding_problem(dict(found, version="13.0.1"), "12.6", "/usr/bin/python3") == (
+        "cuda-python 13.0.1 is built for CUDA 13, this machine has CUDA 12.6: pip3 install 'cuda-python>=12,<13' "
+        "(CUDA 12.x)")
+    assert "pip3 install pycuda" in agent_probe._binding_problem({"binding": None}, "10.2", "/usr/bin/python3")
+
+
+def test_children_of_the_probe_never_read_the_agents_stdin(tx2, tmp_path):
+    """D12: nvpmodel, jetson_clocks, nvcc and nvidia-smi get /dev/null as stdin, never the host's request pipe.
+    Each stand-in reads a line from stdin; the probe runs with a pending 'request' on its own stdin."""
+    import subprocess
+
+    log = tmp_path / "stdin.log"
+    bin_dir = tmp_path / "bin"
+    for tool in ("nvpmodel", "jetson_clocks", "nvcc", "nvidia-smi"):
+        script = bin_dir / tool
+        script.write_text('#!/bin/sh\nif read -r got; then echo "{t}: $got" >> "{log}"; fi\necho "{t} ran" >> "{log}"\n'
+                          'exit 1\n'.format(t=tool, log=log))
+        script.chmod(0o755)
+    env = dict(os.environ, DEPLOY_DEVICE_ROOT=str(tmp_path / "empty"))
+    res = subprocess.run([sys.executable, "-c", "from pipeline.device.agent.probe import probe; probe('{}')".format(
+        tmp_path / "empty")], input=b'{"command": "benchmark"}\n', stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env, cwd=str(ROOT), timeout=120)
+    assert res.returncode == 0, res.stderr
+    ran = log.read_text().splitlines()
+    assert sorted(ran) == ["jetson_clocks ran", "nvcc ran", "nvidia-smi ran", "nvpmodel ran"], ran

@@ -92,3 +92,33 @@ def test_cli_exit_codes_formats_and_junit(tmp_path):
     assert res.returncode == 0, res.stdout
     res = deploy("compare", base, tmp_path / "nope")
     assert res.returncode == 1 and "no such run folder" in res.stderr
+
+
+def _desktop_gpu(folder, gpu):
+    """A run whose benchmark ran on a workstation's NVIDIA GPU (transport: local, TensorRT from PyPI)."""
+    import json
+
+    path = folder / "benchmark" / "benchmark.json"
+    bench = json.loads(path.read_text())
+    bench["where"]["on_target_device"] = False
+    bench["where"]["fingerprint"] = {"kind": "desktop-gpu", "gpu": gpu, "gpu_driver": "550.54.14", "board": None,
+                                     "model": None, "l4t": None, "jetpack": None, "tensorrt": "8.2.1", "cuda": "12.4",
+                                     "machine": "x86_64", "python": "3.10.12", "hostname": "ws"}
+    path.write_text(json.dumps(bench))
+    return folder
+
+
+def test_a_desktop_gpu_run_is_never_compared_with_a_board_run(tmp_path):
+    """Same TensorRT, same batch sizes: a desktop GPU's figures still say nothing about a Jetson's."""
+    board = load_run(make_run(tmp_path / "tx2", medians={1: 4.0}))
+    desk = load_run(_desktop_gpu(make_run(tmp_path / "desk", medians={1: 0.4}), "NVIDIA GeForce RTX 4090"))
+    for result in (compare_runs(board, desk), compare_runs(desk, board)):
+        assert not any(r["metric"].startswith(("p50", "p99", "throughput")) for r in result["rows"])
+        (note,) = [n for n in result["notes"] if n.startswith("latency not compared")]
+        assert "a desktop GPU (NVIDIA GeForce RTX 4090)" in note and "a Jetson" in note
+    other = load_run(_desktop_gpu(make_run(tmp_path / "desk2", medians={1: 0.9}), "NVIDIA RTX A2000"))
+    result = compare_runs(desk, other)  # two desktop GPUs: different hardware, not compared either
+    assert not any(r["metric"].startswith("p50") for r in result["rows"])
+    assert any("different hardware" in n and "NVIDIA RTX A2000" in n for n in result["notes"])
+    same = load_run(_desktop_gpu(make_run(tmp_path / "desk3", medians={1: 0.4}, seed=5), "NVIDIA GeForce RTX 4090"))
+    assert any(r["metric"].startswith("p50") for r in compare_runs(desk, same)["rows"])

@@ -91,6 +91,17 @@ def test_markdown_summary(tmp_path):
     assert "**batch consistency** pass" in text
 
 
+def test_a_desktop_gpu_run_says_so_on_the_page_and_in_the_summary(tmp_path):
+    run = make_run(tmp_path / "workstation")
+    bench = json.loads((run / "benchmark" / "benchmark.json").read_text())
+    bench["where"]["hardware"] = "desktop GPU (NVIDIA GeForce RTX 4090), not a Jetson"
+    bench["where"].setdefault("fingerprint", {})["gpu"] = "NVIDIA GeForce RTX 4090"
+    (run / "benchmark" / "benchmark.json").write_text(json.dumps(bench))
+    page = write_report(run).read_text()
+    assert "desktop GPU (NVIDIA GeForce RTX 4090), not a Jetson" in page
+    assert "measured on: desktop GPU (NVIDIA GeForce RTX 4090), not a Jetson" in markdown_report(run)
+
+
 def test_markdown_summary_copies_no_markup_from_the_run_folder(tmp_path):
     run = make_run(tmp_path / "tx2", message="<img src=x onerror=alert(1)>")
     bench = json.loads((run / "benchmark" / "benchmark.json").read_text())

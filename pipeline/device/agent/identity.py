@@ -290,3 +290,43 @@ def _text(text):
     if text is None:
         return ""
     return text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Which kind of machine: a Jetson, a machine with an NVIDIA GPU that is not a Jetson (a workstation, a server:
+# "desktop-gpu"), or neither ("cpu"). JetPack 6 has an nvidia-smi whose GPU is "Orin (nvgpu)" (Jetson Thor:
+# "NVIDIA Thor"), so a GPU name alone does not make a machine a desktop GPU.
+# ---------------------------------------------------------------------------------------------------------------
+KINDS = ("jetson", "desktop-gpu", "cpu")
+_TEGRA_GPU = re.compile(r"nvgpu|\borin\b|\bxavier\b|\bthor\b|\btegra\b|\bgv11b\b|\bga10b\b|\bgp10b\b|\bgm20b\b", re.I)
+
+
+def parse_nvidia_smi_query(text):
+    """``nvidia-smi --query-gpu=name,driver_version --format=csv,noheader`` -> [{name, driver}], one per GPU
+    ("NVIDIA GeForce RTX 4090, 550.54.14"). A driver that is not loaded makes nvidia-smi print a sentence
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver ..."): ParseError."""
+    gpus = []
+    for raw in _text(text).splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        name, sep, driver = line.rpartition(",")
+        if not sep or not name.strip() or not re.match(r"^\s*[0-9][0-9.]*\s*$", driver):
+            raise ParseError("not an nvidia-smi --query-gpu=name,driver_version --format=csv,noheader line "
+                             "(expected '<name>, <driver version>'): {!r}".format(line[:200]))
+        gpus.append({"name": name.strip(), "driver": driver.strip()})
+    if not gpus:
+        raise ParseError("nvidia-smi listed no GPU")
+    return gpus
+
+
+def is_tegra_gpu(name):
+    """Whether an nvidia-smi GPU name is a Jetson's integrated GPU ("Orin (nvgpu)")."""
+    return bool(name) and _TEGRA_GPU.search(name) is not None
+
+
+def machine_kind(l4t, board, gpu):
+    """"jetson" (an L4T release, a Jetson board or a Tegra GPU), "desktop-gpu" (another NVIDIA GPU) or "cpu"."""
+    if l4t or board or is_tegra_gpu(gpu):
+        return "jetson"
+    return "desktop-gpu" if gpu else "cpu"

@@ -27,6 +27,8 @@ def probe(root="/"):
     facts["uff_converter"] = has_module("uff")
     facts["cuda_python"] = has_module("pycuda") or has_module("cuda")
     facts["cuda"] = _cuda_version(root, facts)
+    _gpu(facts, root)
+    facts["cuda_binding"] = cuda_binding(facts)
     facts["cudnn"] = _cudnn_version(root, facts)
     facts["memory_mb"] = _meminfo(root)
     facts["temperatures_c"] = _temperatures(root)
@@ -72,12 +74,14 @@ def _identity(facts, root):
             facts["sources"]["board"] = "/proc/device-tree/model"
 
 
-def _run(argv):
-    """(exit code, output) of a board command, or None when it is not installed."""
+def _run(argv, timeout=20):
+    """(exit code, output) of a board command, or None when it is not installed. Its stdin is /dev/null: the
+    agent's own stdin is the host's request pipe, which no child may read."""
     if shutil.which(argv[0]) is None:
         return None
     try:
-        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20)
+        res = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         return 1, str(e)
     return res.returncode, res.stdout.decode("utf-8", "replace")
@@ -165,6 +169,154 @@ def _cudnn_version(root, facts):
         parts = [re.search(r"#define CUDNN_{}\s+(\d+)".format(k), text) for k in ("MAJOR", "MINOR", "PATCHLEVEL")]
         if all(parts):
             return ".".join(p.group(1) for p in parts)
+    return None
+
+
+def _gpu(facts, root):
+    """The NVIDIA GPU (``nvidia-smi``, else the driver's /proc/driver/nvidia files) and what kind of machine
+    this is: "jetson", "desktop-gpu" (an NVIDIA GPU that is not a Jetson's: a workstation, a server) or "cpu"."""
+    from .identity import machine_kind, parse_nvidia_smi_query
+
+    gpus = []
+    ran = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], timeout=15)
+    if ran is not None:
+        code, out = ran
+        if code != 0:
+            facts["problems"].append("nvidia-smi exited {}: {}".format(code, _first_line(out)))
+        else:
+            try:
+                gpus = parse_nvidia_smi_query(out)
+                facts["sources"]["gpu"] = "nvidia-smi"
+            except ParseError as e:
+                facts["problems"].append("nvidia-smi: {}".format(e))
+    if not gpus:
+        gpus = _proc_gpus(root)
+        if gpus:
+            facts["sources"]["gpu"] = "/proc/driver/nvidia/gpus"
+    facts["gpus"] = gpus
+    facts["gpu"] = gpus[0]["name"] if gpus else None
+    facts["gpu_driver"] = gpus[0]["driver"] if gpus else None
+    facts["kind"] = machine_kind(facts.get("l4t"), facts.get("board"), facts["gpu"])
+
+
+def _proc_gpus(root):
+    """[{name, driver}] from the NVIDIA kernel driver's files (present without nvidia-smi)."""
+    base = os.path.join(root, "proc/driver/nvidia/gpus")
+    try:
+        buses = sorted(os.listdir(base))
+    except OSError:
+        return []
+    version = _read(root, "/proc/driver/nvidia/version") or ""
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]*)", version)
+    gpus = []
+    for bus in buses:
+        info = _read(root, "/proc/driver/nvidia/gpus/{}/information".format(bus)) or ""
+        model = re.search(r"^Model:\s*(\S.*)$", info, re.M)
+        if model:
+            gpus.append({"name": model.group(1).strip(), "driver": match.group(1) if match else None})
+    return gpus
+
+
+def cuda_binding(facts):
+    """{binding: "pycuda" | "cuda-python" | None, version, module, problem, source}: the CUDA binding the
+    agent's TensorRT code would use, found without creating a CUDA context, and what to install when it
+    cannot serve (none installed; cuda-python built for a newer CUDA than the machine's)."""
+    try:
+        from .cuda import binding_info
+    except ImportError:  # an agent whose cuda.py predates binding_info
+        binding_info = None
+    if binding_info is not None:
+        try:
+            info = dict(binding_info())
+            info["source"] = "cuda.binding_info"
+        except Exception as e:  # a broken binding is a fact to show, not a failed probe
+            info = {"binding": None, "version": None, "problem": "the CUDA binding failed to load: {}".format(
+                " ".join(str(e).split())[:200])}
+            info["source"] = "cuda.binding_info"
+    else:
+        info = _binding_on_disk()
+    info.setdefault("module", None)
+    cuda = facts.get("cuda")
+    needs_one = facts.get("kind") in ("jetson", "desktop-gpu") or facts.get("tensorrt") is not None
+    if not info.get("problem") and (needs_one or info.get("binding")):
+        info["problem"] = _binding_problem(info, cuda, facts.get("executable"))
+    if info.get("problem") and (needs_one or info.get("binding")):
+        facts["problems"].append("CUDA binding: " + info["problem"])
+    return info
+
+
+def install_hint(cuda):
+    """What to install for the agent's CUDA calls on a machine with this CUDA version (None: unknown)."""
+    major = _major(cuda)
+    if major is None:
+        return "pip3 install pycuda (JetPack 4/5) or 'cuda-python<13' (JetPack 6, CUDA 12)"
+    if major <= 11:
+        return "pip3 install pycuda (JetPack 4.6: pycuda==2021.1 --no-build-isolation with /usr/local/cuda/bin on PATH)"
+    return "pip3 install 'cuda-python>={0},<{1}' (CUDA {0}.x)".format(major, major + 1)
+
+
+def _binding_problem(info, cuda, executable):
+    if info.get("binding") is None:
+        return "no CUDA binding for {} (TensorRT's timing and copies need one): {}".format(
+            executable or "this Python", install_hint(cuda))
+    have, want = _major(info.get("version")), _major(cuda)
+    if info["binding"] == "cuda-python" and have is not None and want is not None and have > want:
+        return ("cuda-python {} is built for CUDA {}, this machine has CUDA {}: {}".format(
+            info["version"], have, cuda, install_hint(cuda)))
+    return None
+
+
+def _major(version):
+    match = re.match(r"^\s*(\d+)", str(version or ""))
+    return int(match.group(1)) if match else None
+
+
+def _binding_on_disk():
+    """binding_info's stand-in: which binding is installed, from the files on sys.path (nothing imported)."""
+    info = {"binding": None, "version": None, "module": None, "problem": None, "source": "files on sys.path"}
+    if has_module("pycuda"):
+        info.update(binding="pycuda", version=_dist_version(("pycuda",)), module="pycuda.driver")
+        return info
+    version = _dist_version(("cuda_bindings", "cuda_python"))
+    for module in (("cuda", "bindings", "runtime"), ("cuda", "cudart")):
+        if _module_file(module):
+            info.update(binding="cuda-python", version=version, module=".".join(module))
+            return info
+    if version is not None or _module_file(("cuda",)):
+        info["problem"] = ("cuda-python {} is installed but has neither cuda.bindings.runtime nor cuda.cudart; "
+                           "reinstall it".format(version or "(version unknown)"))
+    return info
+
+
+def _module_file(parts):
+    """Whether a module file (or package folder) ``parts`` is on sys.path, looked up without importing."""
+    folder, name = parts[:-1], parts[-1]
+    for entry in sys.path:
+        where = os.path.join(entry or ".", *folder)
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for found in names:
+            if found == name or found.startswith(name + "."):
+                return True
+    return False
+
+
+def _dist_version(names):
+    """The installed version of the first of ``names`` (distribution names, '-' as '_'), from its
+    .dist-info / .egg-info folder on sys.path."""
+    for dist in names:
+        pattern = re.compile(r"^{}-([0-9][^-]*?)\.(?:dist|egg)-info$".format(re.escape(dist)), re.I)
+        for entry in sys.path:
+            try:
+                names_here = os.listdir(entry or ".")
+            except OSError:
+                continue
+            for found in names_here:
+                match = pattern.match(found)
+                if match:
+                    return match.group(1)
     return None
 
 
