@@ -1,126 +1,504 @@
-"""The few CUDA calls the agent needs (device memory, copies, a stream, events), through pycuda where the
-board has it (JetPack 4/5 containers and TensorRT's 8.x samples) or NVIDIA's cuda-python (TensorRT's
-samples from 8.6, JetPack 6). Imported only for a TensorRT build with int8 calibration or an engine run.
+"""The few CUDA calls the agent needs (device and page-locked memory, copies, a stream, events), through
+pycuda where the board has it (JetPack 4/5 containers and TensorRT's 8.x samples) or NVIDIA's cuda-python
+(TensorRT's samples from 8.6, JetPack 6): 12.x as ``cuda.cudart``, 13.x as ``cuda.bindings.runtime``.
+Imported only for a TensorRT build with int8 calibration or an engine run.
+
+One CUDA context per process, the device's *primary* context -- the one TensorRT (the CUDA runtime API)
+uses -- made before any TensorRT object: ``shared()``. pycuda: ``pycuda.autoprimaryctx`` (pycuda >=
+2021.1) or ``Device(0).retain_primary_context()`` + push on older pycuda; never ``pycuda.autoinit``,
+whose context is a second, private one (TensorRT's engine then fails with "invalid resource handle").
+``with cuda.active():`` makes the context current around a sequence of calls (every method also does
+it for itself); cuda-python's runtime API binds the primary context on its own.
+
+``binding_info()`` says which binding would be used, its version and what is wrong, without starting
+CUDA (the probe calls it).
 """
 
-from typing import Any, List  # noqa: F401  (type comments: the 3.6 floor)
+import ctypes
+import os
+import sys
+import threading
+from typing import Any, Dict, List, Optional, Tuple  # noqa: F401  (type comments: the 3.6 floor)
+
+FIX_CUDA_PYTHON = "pip3 install 'cuda-python<13'"
+_NOT_STARTED = ("CUDA could not start on this machine: {}; is the user in the video group (sudo usermod -aG video "
+                "$USER, then log in again)? does nvidia-smi/tegrastats see a GPU?")
 
 
 class CudaError(Exception):
     pass
 
 
-class Cuda(object):
-    def __init__(self):
-        # type: () -> None
-        self._keep = []  # type: List[Any]
-        try:
-            import pycuda.autoinit  # noqa: F401  (creates the context)
-            import pycuda.driver as driver
+def _dist_version(names):
+    # type: (Tuple[str, ...]) -> Optional[str]
+    """An installed distribution's version without importing it: importlib.metadata (3.8+), else the
+    *.dist-info / *.egg-info folder names on sys.path (3.6)."""
+    try:
+        from importlib import metadata  # type: ignore  # novermin  (3.8+; the folder scan below on 3.6)
+    except ImportError:
+        metadata = None  # type: ignore
+    for name in names:
+        if metadata is not None:
+            try:
+                return metadata.version(name)
+            except Exception:
+                pass
+        wanted = name.replace("-", "_").lower()
+        for folder in sys.path:
+            try:
+                entries = os.listdir(folder or ".")
+            except OSError:
+                continue
+            for entry in entries:
+                for suffix in (".dist-info", ".egg-info"):
+                    if entry.endswith(suffix):
+                        stem = entry[:-len(suffix)]
+                        dist, _, version = stem.partition("-")
+                        if dist.replace("-", "_").lower() == wanted and version:
+                            return version.split("-")[0]
+    return None
 
-            self.kind, self.driver = "pycuda", driver
-            return
-        except ImportError:
-            pass
+
+def _cuda_python_version():
+    # type: () -> Optional[str]
+    version = _dist_version(("cuda-python", "cuda-bindings"))
+    if version:
+        return version
+    for name in ("cuda.bindings", "cuda"):
+        module = sys.modules.get(name)
+        value = getattr(module, "__version__", None) if module is not None else None
+        if value:
+            return str(value)
+    return None
+
+
+def _pycuda_version(driver=None):
+    # type: (Any) -> Optional[str]
+    version = _dist_version(("pycuda",))
+    if version:
+        return version
+    package = sys.modules.get("pycuda")
+    text = getattr(package, "VERSION_TEXT", None) or getattr(package, "__version__", None)
+    return str(text) if text else None
+
+
+def _load_pycuda():
+    # type: () -> Tuple[Any, Optional[str]]
+    """(pycuda.driver or None, problem or None). None, None: pycuda is not installed."""
+    try:
+        import pycuda.driver as driver
+    except ImportError as e:
+        if getattr(e, "name", None) == "pycuda":
+            return None, None
+        return None, "pycuda is installed but does not load ({}): is the CUDA driver (libcuda) there?".format(e)
+    except Exception as e:  # a broken build raises what it likes
+        return None, "pycuda is installed but does not load: {}: {}".format(type(e).__name__, e)
+    return driver, None
+
+
+def _load_cudart():
+    # type: () -> Tuple[Any, Optional[str]]
+    """(the runtime module or None, problem or None). None, None: cuda-python is not installed.
+    13.x: cuda.bindings.runtime only (the cuda.cudart trampoline was removed); 12.x: cuda.cudart (and from
+    12.6 cuda.bindings.runtime too)."""
+    try:
+        import cuda  # noqa: F401
+    except ImportError:
+        return None, None
+    errors = []  # type: List[str]
+    try:
+        from cuda.bindings import runtime as cudart
+        return cudart, None
+    except ImportError as e:
+        errors.append("cuda.bindings.runtime: {}".format(e))
+    except Exception as e:
+        errors.append("cuda.bindings.runtime: {}: {}".format(type(e).__name__, e))
+    try:
+        from cuda import cudart  # type: ignore
+        return cudart, None
+    except ImportError as e:
+        errors.append("cuda.cudart: {}".format(e))
+    except Exception as e:
+        errors.append("cuda.cudart: {}: {}".format(type(e).__name__, e))
+    version = _cuda_python_version()
+    return None, ("cuda-python {} is installed but neither cuda.cudart (12.x) nor cuda.bindings.runtime (13.x) "
+                  "imports ({}); on JetPack 6 / CUDA 12: {}".format(version or "(version unknown)", "; ".join(errors),
+                                                                     FIX_CUDA_PYTHON))
+
+
+def _choose(binding=None):
+    # type: (Optional[str]) -> Tuple[Optional[str], Any, Optional[str], Optional[str]]
+    """(binding, module, version, problem): pycuda first (JetPack 4/5), then cuda-python; nothing is started."""
+    problems = []  # type: List[str]
+    if binding in (None, "pycuda"):
+        driver, problem = _load_pycuda()
+        if driver is not None:
+            return "pycuda", driver, _pycuda_version(driver), None
+        if problem:
+            problems.append(problem)
+    if binding in (None, "cuda-python"):
+        cudart, problem = _load_cudart()
+        if cudart is not None:
+            return "cuda-python", cudart, _cuda_python_version(), None
+        if problem:
+            return None, None, _cuda_python_version(), "; ".join(problems + [problem])
+    if problems:
+        return None, None, _pycuda_version(), "; ".join(problems)
+    if binding is None:
+        return None, None, None, ("neither pycuda nor cuda-python is installed for this Python ({}): pip3 install "
+                                  "pycuda (JetPack 4/5) or {} (JetPack 6 / CUDA 12)".format(sys.executable,
+                                                                                            FIX_CUDA_PYTHON))
+    return None, None, None, "{} is not installed for this Python ({})".format(binding, sys.executable)
+
+
+def binding_info(binding=None):
+    # type: (Optional[str]) -> Dict[str, Optional[str]]
+    """{"binding": "pycuda" | "cuda-python" | None, "version": str | None, "problem": str | None,
+    "module": the module imported ("pycuda.driver", "cuda.bindings.runtime", "cuda.cudart") | None} -- which
+    binding the agent would use (or, given ``binding``, whether that one loads), without creating a CUDA
+    context."""
+    binding, module, version, problem = _choose(binding)
+    return {"binding": binding, "version": version, "problem": problem,
+            "module": getattr(module, "__name__", None)}
+
+
+class Cuda(object):
+    """The CUDA calls, on the device's primary context. ``binding``: "pycuda" or "cuda-python" to force one
+    (the real-GPU tests run both); None picks pycuda first, then cuda-python."""
+
+    def __init__(self, binding=None, device=0):
+        # type: (Optional[str], int) -> None
+        kind, module, version, problem = _choose(binding)
+        if kind is None:
+            raise CudaError(problem or "no CUDA binding")
+        self.kind = kind  # type: str
+        self.version = version
+        self.device = int(device)
+        self.closed = False
+        self._local = threading.local()
+        self._device_memory = {}  # type: Dict[int, Any]  # pointer -> pycuda DeviceAllocation / nbytes
+        self._pinned = {}  # type: Dict[int, Any]  # id(array) -> (array, pycuda HostAllocation | pointer)
+        self._pushed = False  # this object pushed the primary context once (pycuda without autoprimaryctx)
+        self.context = None  # type: Any
+        if kind == "pycuda":
+            self.driver = module
+            self._start_pycuda()
+        else:
+            self.cudart = module
+            self._start_cudart()
+
+    # -- start ---------------------------------------------------------------------------------------------
+
+    def _start_pycuda(self):
+        # type: () -> None
         try:
-            from cuda import cudart
-        except ImportError:
-            raise CudaError("neither pycuda nor cuda-python is installed for this Python: pip3 install pycuda "
-                            "(JetPack 4/5) or cuda-python (JetPack 6)")
-        self.kind, self.cudart = "cuda-python", cudart
+            try:
+                import pycuda.autoprimaryctx as auto  # pycuda >= 2021.1: retains the primary context, pushes it
+                self.context = auto.context
+                return
+            except ImportError as e:  # pycuda < 2021.1: the same by hand
+                if getattr(e, "name", None) != "pycuda.autoprimaryctx":
+                    raise
+            driver = self.driver
+            driver.init()
+            device = driver.Device(self.device)
+            if not hasattr(device, "retain_primary_context"):
+                raise CudaError("pycuda {} cannot use the device's primary context (Device.retain_primary_context "
+                                "came in pycuda 2020.1, pycuda.autoprimaryctx in 2021.1): pip3 install "
+                                "'pycuda>=2021.1'".format(self.version or "(version unknown)"))
+            self.context = device.retain_primary_context()
+            self.context.push()
+            self._pushed = True
+        except CudaError:
+            raise
+        except Exception as e:  # pycuda._driver.Error from cuInit, RuntimeError from make_default_context, ...
+            raise CudaError(_NOT_STARTED.format("{}: {}".format(type(e).__name__, " ".join(str(e).split()))))
+
+    def _start_cudart(self):
+        # type: () -> None
+        try:
+            self._check(self.cudart.cudaSetDevice(self.device) + (None,))
+            self._check(self.cudart.cudaFree(0) + (None,))  # binds the primary context now, before TensorRT
+        except CudaError as e:
+            hint = ""
+            if self.version and self.version.split(".")[0].isdigit() and int(self.version.split(".")[0]) >= 13:
+                hint = " (cuda-python {} is built for CUDA 13; on JetPack 6 / CUDA 12: {})".format(
+                    self.version, FIX_CUDA_PYTHON)
+            raise CudaError(_NOT_STARTED.format(str(e)) + hint)
+        except Exception as e:
+            raise CudaError(_NOT_STARTED.format("{}: {}".format(type(e).__name__, e)))
+
+    # -- the context ---------------------------------------------------------------------------------------
+
+    def active(self):
+        # type: () -> Any
+        """``with cuda.active():`` the primary context is current on this thread (pushed at the outermost
+        level, popped when it ends; nested uses cost nothing)."""
+        return _Active(self)
+
+    def _enter(self):
+        # type: () -> None
+        if self.closed:
+            raise CudaError("the CUDA layer was closed")
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0 and self.kind == "pycuda":
+            self.context.push()
+        self._local.depth = depth + 1
+
+    def _exit(self):
+        # type: () -> None
+        depth = getattr(self._local, "depth", 0) - 1
+        self._local.depth = max(0, depth)
+        if depth == 0 and self.kind == "pycuda":
+            self.driver.Context.pop()
 
     def _check(self, result):
         # type: (Any) -> Any
         """cuda-python returns (error, value...): raise on an error, return the value(s)."""
         error = result[0]
         if int(error) != 0:
-            raise CudaError("CUDA error {}".format(error))
+            name = getattr(error, "name", None) or str(error)
+            try:
+                described = self.cudart.cudaGetErrorString(error)
+                text = described[1] if isinstance(described, tuple) else described
+                text = text.decode() if isinstance(text, bytes) else str(text)
+                name = "{} ({})".format(name, text)
+            except Exception:
+                pass
+            raise CudaError("CUDA error {}".format(name))
         return result[1] if len(result) == 2 else result[1:]
+
+    # -- memory --------------------------------------------------------------------------------------------
 
     def alloc(self, nbytes):
         # type: (int) -> int
-        if self.kind == "pycuda":
-            memory = self.driver.mem_alloc(max(1, int(nbytes)))
-            self._keep.append(memory)
-            return int(memory)
-        return int(self._check(self.cudart.cudaMalloc(max(1, int(nbytes)))))
+        with self.active():
+            if self.kind == "pycuda":
+                memory = self.driver.mem_alloc(max(1, int(nbytes)))
+                pointer = int(memory)
+                self._device_memory[pointer] = memory
+                return pointer
+            pointer = int(self._check(self.cudart.cudaMalloc(max(1, int(nbytes)))))
+            self._device_memory[pointer] = int(nbytes)
+            return pointer
+
+    def free(self, pointer):
+        # type: (int) -> None
+        """Device memory back to CUDA now (DeviceAllocation.free / cudaFree), not when Python collects it."""
+        memory = self._device_memory.pop(int(pointer), None)
+        if memory is None:
+            return
+        with self.active():
+            if self.kind == "pycuda":
+                memory.free()
+            else:
+                self._check(self.cudart.cudaFree(int(pointer)) + (None,))
+
+    def host_buffer(self, shape, dtype):
+        # type: (Any, Any) -> Any
+        """A page-locked numpy array (pagelocked_empty / cudaMallocHost): async copies need it, and pageable
+        memory takes a slower, synchronising copy path."""
+        import numpy as np
+
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        with self.active():
+            if self.kind == "pycuda":
+                array = self.driver.pagelocked_empty(shape, dtype)
+                self._pinned[id(array)] = (array, getattr(array, "base", None))
+                return array
+            count = int(np.prod(shape)) if shape else 1
+            nbytes = max(1, count * dtype.itemsize)
+            pointer = int(self._check(self.cudart.cudaMallocHost(nbytes)))
+            raw = (ctypes.c_byte * nbytes).from_address(pointer)
+            array = np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
+            self._pinned[id(array)] = (array, pointer)
+            return array
+
+    def is_pinned(self, array):
+        # type: (Any) -> bool
+        return id(array) in self._pinned
+
+    def free_host(self, array):
+        # type: (Any) -> None
+        """Page-locked memory back now (HostAllocation.free / cudaFreeHost); the array must not be used again."""
+        entry = self._pinned.pop(id(array), None)
+        if entry is None:
+            return
+        _, handle = entry
+        with self.active():
+            if self.kind == "pycuda":
+                if handle is not None and hasattr(handle, "free"):
+                    handle.free()
+            else:
+                self._check(self.cudart.cudaFreeHost(handle) + (None,))
 
     def free_all(self):
         # type: () -> None
-        if self.kind == "pycuda":
-            for memory in self._keep:
-                memory.free()
-        self._keep = []
+        for pointer in list(self._device_memory):
+            self.free(pointer)
+        for array, _ in list(self._pinned.values()):
+            self.free_host(array)
+
+    def mem_info(self):
+        # type: () -> Tuple[int, int]
+        """(free, total) bytes of device memory (cuMemGetInfo / cudaMemGetInfo)."""
+        with self.active():
+            if self.kind == "pycuda":
+                free, total = self.driver.mem_get_info()
+            else:
+                free, total = self._check(self.cudart.cudaMemGetInfo())
+        return int(free), int(total)
+
+    # -- copies, streams, events ---------------------------------------------------------------------------
 
     def stream(self):
         # type: () -> Any
-        if self.kind == "pycuda":
-            return self.driver.Stream()
-        return self._check(self.cudart.cudaStreamCreate())
+        with self.active():
+            if self.kind == "pycuda":
+                return self.driver.Stream()
+            return self._check(self.cudart.cudaStreamCreate())
+
+    def destroy_stream(self, stream):
+        # type: (Any) -> None
+        if stream is None or self.kind == "pycuda":  # pycuda: freed with the object (inside active())
+            return
+        with self.active():
+            self._check(self.cudart.cudaStreamDestroy(stream) + (None,))
 
     def handle(self, stream):
         # type: (Any) -> int
         return int(stream.handle) if self.kind == "pycuda" else int(stream)
-
-    def host_buffer(self, shape, dtype):
-        # type: (Any, Any) -> Any
-        """Page-locked host memory where pycuda can make it (async copies need it), else a numpy array."""
-        import numpy as np
-
-        if self.kind == "pycuda":
-            return self.driver.pagelocked_empty(tuple(shape), dtype)
-        return np.empty(tuple(shape), dtype)
 
     def copy_to_device(self, pointer, array, stream=None):
         # type: (int, Any, Any) -> None
         import numpy as np
 
         array = np.ascontiguousarray(array)
-        if self.kind == "pycuda":
+        with self.active():
+            if self.kind == "pycuda":
+                if stream is None:
+                    self.driver.memcpy_htod(pointer, array)
+                else:
+                    self.driver.memcpy_htod_async(pointer, array, stream)
+                return
+            kind = self.cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
             if stream is None:
-                self.driver.memcpy_htod(pointer, array)
+                self._check(self.cudart.cudaMemcpy(pointer, array.ctypes.data, array.nbytes, kind) + (None,))
             else:
-                self.driver.memcpy_htod_async(pointer, array, stream)
-            return
-        kind = self.cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
-        if stream is None:
-            self._check(self.cudart.cudaMemcpy(pointer, array.ctypes.data, array.nbytes, kind) + (None,))
-        else:
-            self._check(self.cudart.cudaMemcpyAsync(pointer, array.ctypes.data, array.nbytes, kind, stream) + (None,))
+                self._check(self.cudart.cudaMemcpyAsync(pointer, array.ctypes.data, array.nbytes, kind, stream) +
+                            (None,))
 
-    def copy_to_host(self, array, pointer, stream):
+    def copy_to_host(self, array, pointer, stream=None):
         # type: (Any, int, Any) -> None
-        if self.kind == "pycuda":
-            self.driver.memcpy_dtoh_async(array, pointer, stream)
-            return
-        kind = self.cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
-        self._check(self.cudart.cudaMemcpyAsync(array.ctypes.data, pointer, array.nbytes, kind, stream) + (None,))
+        with self.active():
+            if self.kind == "pycuda":
+                if stream is None:
+                    self.driver.memcpy_dtoh(array, pointer)
+                else:
+                    self.driver.memcpy_dtoh_async(array, pointer, stream)
+                return
+            kind = self.cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+            if stream is None:
+                self._check(self.cudart.cudaMemcpy(array.ctypes.data, pointer, array.nbytes, kind) + (None,))
+            else:
+                self._check(self.cudart.cudaMemcpyAsync(array.ctypes.data, pointer, array.nbytes, kind, stream) +
+                            (None,))
 
     def event(self):
         # type: () -> Any
-        if self.kind == "pycuda":
-            return self.driver.Event()
-        return self._check(self.cudart.cudaEventCreate())
+        with self.active():
+            if self.kind == "pycuda":
+                return self.driver.Event()
+            return self._check(self.cudart.cudaEventCreate())
+
+    def destroy_event(self, event):
+        # type: (Any) -> None
+        if event is None or self.kind == "pycuda":
+            return
+        with self.active():
+            self._check(self.cudart.cudaEventDestroy(event) + (None,))
 
     def record(self, event, stream):
         # type: (Any, Any) -> None
-        if self.kind == "pycuda":
-            event.record(stream)
-        else:
-            self._check(self.cudart.cudaEventRecord(event, stream) + (None,))
+        with self.active():
+            if self.kind == "pycuda":
+                event.record(stream)
+            else:
+                self._check(self.cudart.cudaEventRecord(event, stream) + (None,))
 
     def elapsed_ms(self, start, end):
         # type: (Any, Any) -> float
         """Milliseconds between two recorded events (waits for ``end``)."""
-        if self.kind == "pycuda":
-            end.synchronize()
-            return float(end.time_since(start))
-        self._check(self.cudart.cudaEventSynchronize(end) + (None,))
-        return float(self._check(self.cudart.cudaEventElapsedTime(start, end)))
+        with self.active():
+            if self.kind == "pycuda":
+                end.synchronize()
+                return float(end.time_since(start))
+            self._check(self.cudart.cudaEventSynchronize(end) + (None,))
+            return float(self._check(self.cudart.cudaEventElapsedTime(start, end)))
 
     def synchronize(self, stream):
         # type: (Any) -> None
-        if self.kind == "pycuda":
-            stream.synchronize()
-        else:
-            self._check(self.cudart.cudaStreamSynchronize(stream) + (None,))
+        with self.active():
+            if self.kind == "pycuda":
+                stream.synchronize()
+            else:
+                self._check(self.cudart.cudaStreamSynchronize(stream) + (None,))
+
+    # -- teardown ------------------------------------------------------------------------------------------
+
+    def close(self):
+        # type: () -> None
+        """Free what is still allocated, then let go of the context (idempotent). The primary context itself
+        stays with the CUDA runtime (TensorRT holds it too); nothing is destroyed under TensorRT's feet."""
+        if self.closed:
+            return
+        try:
+            self.free_all()
+        finally:
+            self.closed = True
+            if self.kind == "pycuda" and self._pushed:
+                self._pushed = False
+                try:  # while it is current: pycuda's detach then releases it without pushing it again
+                    self.context.detach()  # cuDevicePrimaryCtxRelease: the retain of _start_pycuda
+                except Exception:
+                    pass
+                try:
+                    self.driver.Context.pop()  # the push of _start_pycuda
+                except Exception:
+                    pass
+            self.context = None
+            global _SHARED
+            with _LOCK:
+                if _SHARED is self:
+                    _SHARED = None
+
+
+class _Active(object):
+    def __init__(self, cuda):
+        # type: (Cuda) -> None
+        self.cuda = cuda
+
+    def __enter__(self):
+        # type: () -> Cuda
+        self.cuda._enter()
+        return self.cuda
+
+    def __exit__(self, *exc):
+        # type: (*Any) -> None
+        self.cuda._exit()
+
+
+_SHARED = None  # type: Optional[Cuda]
+_LOCK = threading.Lock()
+
+
+def shared():
+    # type: () -> Cuda
+    """The process's one Cuda object (made on first use: call it before creating any TensorRT object).
+    trt_runtime.Engine and trt_engine's int8 calibrator both use it."""
+    global _SHARED
+    with _LOCK:
+        if _SHARED is None or _SHARED.closed:
+            _SHARED = Cuda()
+        return _SHARED
