@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKED = [ROOT / "pipeline" / "device" / "agent" / name for name in ("trt_engine.py", "trt_runtime.py", "cuda.py")]
+CHECKED = [ROOT / "pipeline" / "device" / "agent" / name for name in ("trt_engine.py", "trt_dla.py", "trt_calibration.py",
+                                                                  "trt_runtime.py", "cuda.py", "cuda_binding.py")]
 
 
 def _stub_dirs():

@@ -4,6 +4,7 @@ the folder is copied to the board alone and run as ``python3 -m deploy_agent``.
 ``tests/device/test_agent_python36.py`` checks the floor with vermin.
 """
 
+import os
 import sys
 
 
@@ -17,6 +18,21 @@ class AgentError(Exception):
     def __init__(self, kind, message):
         Exception.__init__(self, message)
         self.kind = kind
+
+
+class EngineError(Exception):
+    """A TensorRT build or run that failed, in one line saying what to do."""
+
+
+def write_atomic(path, data):
+    """Write ``data`` (bytes) to ``path`` through a temporary file and a rename: a half-written engine or
+    cache is never left under the real name."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def say(message):

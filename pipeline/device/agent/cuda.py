@@ -10,156 +10,18 @@ whose context is a second, private one (TensorRT's engine then fails with "inval
 ``with cuda.active():`` makes the context current around a sequence of calls (every method also does
 it for itself); cuda-python's runtime API binds the primary context on its own.
 
-``binding_info()`` says which binding would be used, its version and what is wrong, without starting
-CUDA (the probe calls it).
+``binding_info()`` (``cuda_binding``) says which binding would be used, its version and what is wrong,
+without starting CUDA (the probe calls it).
 """
 
 import ctypes
-import os
-import sys
 import threading
 from typing import Any, Dict, List, Optional, Tuple  # noqa: F401  (type comments: the 3.6 floor)
 
-FIX_CUDA_PYTHON = "pip3 install 'cuda-python<13'"
+from .cuda_binding import FIX_CUDA_PYTHON, CudaError, binding_info, choose  # noqa: F401  (CudaError, binding_info: this module's API too)
+
 _NOT_STARTED = ("CUDA could not start on this machine: {}; is the user in the video group (sudo usermod -aG video "
                 "$USER, then log in again)? does nvidia-smi/tegrastats see a GPU?")
-
-
-class CudaError(Exception):
-    pass
-
-
-def _dist_version(names):
-    # type: (Tuple[str, ...]) -> Optional[str]
-    """An installed distribution's version without importing it: importlib.metadata (3.8+), else the
-    *.dist-info / *.egg-info folder names on sys.path (3.6)."""
-    try:
-        from importlib import metadata  # type: ignore  # novermin  (3.8+; the folder scan below on 3.6)
-    except ImportError:
-        metadata = None  # type: ignore
-    for name in names:
-        if metadata is not None:
-            try:
-                return metadata.version(name)
-            except Exception:
-                pass
-        wanted = name.replace("-", "_").lower()
-        for folder in sys.path:
-            try:
-                entries = os.listdir(folder or ".")
-            except OSError:
-                continue
-            for entry in entries:
-                for suffix in (".dist-info", ".egg-info"):
-                    if entry.endswith(suffix):
-                        stem = entry[:-len(suffix)]
-                        dist, _, version = stem.partition("-")
-                        if dist.replace("-", "_").lower() == wanted and version:
-                            return version.split("-")[0]
-    return None
-
-
-def _cuda_python_version():
-    # type: () -> Optional[str]
-    version = _dist_version(("cuda-python", "cuda-bindings"))
-    if version:
-        return version
-    for name in ("cuda.bindings", "cuda"):
-        module = sys.modules.get(name)
-        value = getattr(module, "__version__", None) if module is not None else None
-        if value:
-            return str(value)
-    return None
-
-
-def _pycuda_version(driver=None):
-    # type: (Any) -> Optional[str]
-    version = _dist_version(("pycuda",))
-    if version:
-        return version
-    package = sys.modules.get("pycuda")
-    text = getattr(package, "VERSION_TEXT", None) or getattr(package, "__version__", None)
-    return str(text) if text else None
-
-
-def _load_pycuda():
-    # type: () -> Tuple[Any, Optional[str]]
-    """(pycuda.driver or None, problem or None). None, None: pycuda is not installed."""
-    try:
-        import pycuda.driver as driver
-    except ImportError as e:
-        if getattr(e, "name", None) == "pycuda":
-            return None, None
-        return None, "pycuda is installed but does not load ({}): is the CUDA driver (libcuda) there?".format(e)
-    except Exception as e:  # a broken build raises what it likes
-        return None, "pycuda is installed but does not load: {}: {}".format(type(e).__name__, e)
-    return driver, None
-
-
-def _load_cudart():
-    # type: () -> Tuple[Any, Optional[str]]
-    """(the runtime module or None, problem or None). None, None: cuda-python is not installed.
-    13.x: cuda.bindings.runtime only (the cuda.cudart trampoline was removed); 12.x: cuda.cudart (and from
-    12.6 cuda.bindings.runtime too)."""
-    try:
-        import cuda  # noqa: F401
-    except ImportError:
-        return None, None
-    errors = []  # type: List[str]
-    try:
-        from cuda.bindings import runtime as cudart
-        return cudart, None
-    except ImportError as e:
-        errors.append("cuda.bindings.runtime: {}".format(e))
-    except Exception as e:
-        errors.append("cuda.bindings.runtime: {}: {}".format(type(e).__name__, e))
-    try:
-        from cuda import cudart  # type: ignore
-        return cudart, None
-    except ImportError as e:
-        errors.append("cuda.cudart: {}".format(e))
-    except Exception as e:
-        errors.append("cuda.cudart: {}: {}".format(type(e).__name__, e))
-    version = _cuda_python_version()
-    return None, ("cuda-python {} is installed but neither cuda.cudart (12.x) nor cuda.bindings.runtime (13.x) "
-                  "imports ({}); on JetPack 6 / CUDA 12: {}".format(version or "(version unknown)", "; ".join(errors),
-                                                                     FIX_CUDA_PYTHON))
-
-
-def _choose(binding=None):
-    # type: (Optional[str]) -> Tuple[Optional[str], Any, Optional[str], Optional[str]]
-    """(binding, module, version, problem): pycuda first (JetPack 4/5), then cuda-python; nothing is started."""
-    problems = []  # type: List[str]
-    if binding in (None, "pycuda"):
-        driver, problem = _load_pycuda()
-        if driver is not None:
-            return "pycuda", driver, _pycuda_version(driver), None
-        if problem:
-            problems.append(problem)
-    if binding in (None, "cuda-python"):
-        cudart, problem = _load_cudart()
-        if cudart is not None:
-            return "cuda-python", cudart, _cuda_python_version(), None
-        if problem:
-            return None, None, _cuda_python_version(), "; ".join(problems + [problem])
-    if problems:
-        return None, None, _pycuda_version(), "; ".join(problems)
-    if binding is None:
-        return None, None, None, ("neither pycuda nor cuda-python is installed for this Python ({}): pip3 install "
-                                  "pycuda (JetPack 4/5) or {} (JetPack 6 / CUDA 12)".format(sys.executable,
-                                                                                            FIX_CUDA_PYTHON))
-    return None, None, None, "{} is not installed for this Python ({})".format(binding, sys.executable)
-
-
-def binding_info(binding=None):
-    # type: (Optional[str]) -> Dict[str, Optional[str]]
-    """{"binding": "pycuda" | "cuda-python" | None, "version": str | None, "problem": str | None,
-    "module": the module imported ("pycuda.driver", "cuda.bindings.runtime", "cuda.cudart") | None} -- which
-    binding the agent would use (or, given ``binding``, whether that one loads), without creating a CUDA
-    context."""
-    binding, module, version, problem = _choose(binding)
-    return {"binding": binding, "version": version, "problem": problem,
-            "module": getattr(module, "__name__", None)}
 
 
 class Cuda(object):
@@ -168,7 +30,7 @@ class Cuda(object):
 
     def __init__(self, binding=None, device=0):
         # type: (Optional[str], int) -> None
-        kind, module, version, problem = _choose(binding)
+        kind, module, version, problem = choose(binding)
         if kind is None:
             raise CudaError(problem or "no CUDA binding")
         self.kind = kind  # type: str

@@ -19,12 +19,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple  # noqa: F401  (type comments: the 3.6 floor)
 
+from . import EngineError, write_atomic  # noqa: F401  (EngineError: imported from here by the agent's modules)
+from .trt_calibration import calibration_batch, cuda_for_build, entropy_calibrator, null_context
+from .trt_dla import dla_placement, setup_dla
+
 if TYPE_CHECKING:  # mypy reads tensorrt-stubs; at run time tensorrt is imported inside the functions
     import tensorrt as trt  # noqa: F401
-
-
-class EngineError(Exception):
-    """A build or run that failed, in one line saying what to do."""
 
 
 def version_tuple(text):
@@ -90,16 +90,6 @@ def _errors(lines):
     return [line[4:] for line in lines if line.startswith(("[E]", "[F]"))]
 
 
-def _write_atomic(path, data):
-    # type: (str, bytes) -> None
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _set_workspace(config, v, workspace_mb):
     # type: (trt.IBuilderConfig, Tuple[int, int], int) -> None
     import tensorrt as trt
@@ -158,108 +148,6 @@ def _timing_cache(config, path, warnings):
     return bool(data)
 
 
-def _dla(builder, config, network, dla_core, precision, profile):
-    # type: (trt.Builder, trt.IBuilderConfig, trt.INetworkDefinition, Optional[int], str, Dict[str, Dict[str, List[int]]]) -> List[str]
-    """Build for DLA core ``dla_core`` with GPU fallback; the layers the builder says cannot run on DLA
-    (before the build: where they really ran is read after it, ``dla_placement``). DLA runs fp16 and int8
-    only, and has no dynamic shapes (NVIDIA, "DLA Supported Layers and Restrictions"): both are refused
-    here, as the config check refuses them on the host."""
-    import tensorrt as trt
-
-    if dla_core is None:
-        return []
-    if precision not in ("fp16", "int8"):
-        raise EngineError("DLA runs fp16 and int8 only: set stages.engine.precision: fp16 (or int8) to build for "
-                          "dla_core {}".format(dla_core))
-    for name, shapes in sorted(profile.items()):
-        if not shapes["min"] == shapes["opt"] == shapes["max"]:
-            raise EngineError("DLA needs static shapes, but the profile of {!r} is {} .. {}: one batch size per DLA "
-                              "engine (stages.benchmark.batch_sizes)".format(name, shapes["min"], shapes["max"]))
-    if builder.num_DLA_cores <= dla_core:
-        raise EngineError("stages.engine.dla_core {}: this board has {} DLA cores".format(dla_core, builder.num_DLA_cores))
-    config.default_device_type = trt.DeviceType.DLA
-    config.DLA_core = int(dla_core)
-    config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
-    verbosity = getattr(trt, "ProfilingVerbosity", None)  # DETAILED from 8.2: the engine inspector then names each layer
-    if verbosity is not None and hasattr(verbosity, "DETAILED"):
-        config.profiling_verbosity = verbosity.DETAILED
-    fallback = []  # type: List[str]
-    for i in range(network.num_layers):
-        layer = network.get_layer(i)
-        if not config.can_run_on_DLA(layer):
-            fallback.append(layer.name)
-    return fallback
-
-
-def _on_dla(layer):
-    # type: (Any) -> bool
-    """Whether an engine inspector layer (JSON, DETAILED verbosity) runs on the DLA: TensorRT puts a DLA
-    subgraph into one layer of type ForeignNode ("{ForeignNode[...]}"), or names DLA in its type or tactic."""
-    if not isinstance(layer, dict):
-        return "ForeignNode" in str(layer) or "DLA" in str(layer)
-    words = " ".join(str(layer.get(key, "")) for key in ("LayerType", "Name", "TacticName", "Origin"))
-    return "ForeignNode" in words or "DLA" in words.upper()
-
-
-def _placement(dla_core, on_dla, on_gpu, source):
-    # type: (int, Optional[int], Optional[int], str) -> Dict[str, Any]
-    if on_dla is None or on_gpu is None:
-        runs_on = "unknown"
-    elif on_dla == 0:
-        runs_on = "gpu"
-    else:
-        runs_on = "mixed" if on_gpu else "dla"
-    return {"core": int(dla_core), "layers_on_dla": on_dla, "layers_on_gpu": on_gpu, "runs_on": runs_on, "source": source}
-
-
-def placement_from_log(dla_core, lines):
-    # type: (int, List[str]) -> Optional[Dict[str, Any]]
-    """The build log's summary (TensorRT 8.x, INFO): "---------- Layers Running on DLA ----------" then one
-    "[DlaLayer] ..." line per DLA subgraph, "---------- Layers Running on GPU ----------" then "[GpuLayer] ..."."""
-    counts = {}  # type: Dict[str, int]
-    section = None  # type: Optional[str]
-    for line in lines:
-        text = line.split("] ", 1)[1] if line.startswith("[") and "] " in line else line
-        if "Layers Running on DLA" in text:
-            section = "dla"
-            counts.setdefault(section, 0)
-        elif "Layers Running on GPU" in text:
-            section = "gpu"
-            counts.setdefault(section, 0)
-        elif section is not None and ("[DlaLayer]" in text or "[GpuLayer]" in text):
-            counts[section] += 1
-        elif section is not None and text.strip() and not text.lstrip().startswith("["):
-            section = None
-    if not counts:
-        return None
-    return _placement(dla_core, counts.get("dla", 0), counts.get("gpu", 0), "build_log")
-
-
-def dla_placement(data, dla_core, logger, lines, v):
-    # type: (bytes, int, trt.ILogger, List[str], Tuple[int, int]) -> Dict[str, Any]
-    """Where the layers of a DLA build really run: the engine inspector (TensorRT >= 8.2), else the build
-    log's summary, else unknown -- for engine.json's "dla" key (never "runs on DLA" on a guess)."""
-    import json
-
-    import tensorrt as trt
-
-    if v >= (8, 2):
-        try:
-            runtime = trt.Runtime(logger)
-            runtime.DLA_core = int(dla_core)
-            engine = runtime.deserialize_cuda_engine(data)
-            inspector = engine.create_engine_inspector() if engine is not None else None
-            info = json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON)) if inspector else {}
-            layers = info.get("Layers") or []
-            if layers and all(isinstance(layer, dict) for layer in layers):
-                on_dla = sum(1 for layer in layers if _on_dla(layer))
-                return _placement(dla_core, on_dla, len(layers) - on_dla, "engine_inspector")
-        except Exception as e:  # the inspector is a diagnostic: fall back to the log, say why
-            lines.append("[W] engine inspector failed ({}: {}); reading the build log".format(type(e).__name__, e))
-    found = placement_from_log(dla_core, lines)
-    return found if found is not None else _placement(dla_core, None, None, "unavailable")
-
-
 def dims(value):
     # type: (trt.Dims) -> List[int]
     """A Dims as a list (it behaves like a tuple; -1 is a dynamic dimension)."""
@@ -307,52 +195,6 @@ def _write_log(log_path, lines):
             f.write("\n".join(lines) + "\n")
 
 
-def calibration_batch(profile, wanted):
-    # type: (Dict[str, Dict[str, List[int]]], int) -> int
-    """The batch int8 calibration runs at: TensorRT calibrates at the calibration profile's OPT shape, so the
-    calibrator, its buffer and that profile all use this one number -- ``wanted`` (the host's choice) within
-    every input's min..max batch (a fixed-batch input decides it)."""
-    batch = int(wanted)
-    for name, shapes in sorted(profile.items()):
-        low, high = int(shapes["min"][0]), int(shapes["max"][0])
-        batch = min(max(batch, low), high)
-        if not low <= batch <= high:
-            raise EngineError("int8 calibration: the inputs' batch ranges do not overlap ({!r}: {}..{})".format(
-                name, low, high))
-    return batch
-
-
-def _null_context():
-    # type: () -> Any
-    class Null(object):
-        def __enter__(self):
-            # type: () -> None
-            return None
-
-        def __exit__(self, *exc):
-            # type: (*Any) -> None
-            return None
-
-    return Null()
-
-
-def _cuda_for_build():
-    # type: () -> Any
-    """The process's CUDA object, made before any TensorRT object (the primary context: cuda.shared())."""
-    from . import cuda as cuda_module
-
-    shared = getattr(cuda_module, "shared", None)
-    return shared() if shared is not None else cuda_module.Cuda()
-
-
-def _active(cuda):
-    # type: (Any) -> Any
-    """``with _active(cuda):`` -- the CUDA context current around a call (cuda.active(); nothing to do where
-    the binding has no such call)."""
-    active = getattr(cuda, "active", None)
-    return active() if active is not None else _null_context()
-
-
 def build_onnx(onnx_path, engine_path, precision, workspace_mb, profile, dla_core=None, timing_cache=None,
                calibration=None, log_path=None):
     # type: (str, str, str, int, Dict[str, Dict[str, List[int]]], Optional[int], Optional[str], Optional[Dict[str, Any]], Optional[str]) -> Dict[str, Any]
@@ -374,7 +216,7 @@ def _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, 
     # type: (Any, Tuple[int, int], List[str], str, str, str, int, Dict[str, Dict[str, List[int]]], Optional[int], Optional[str], Optional[Dict[str, Any]]) -> Dict[str, Any]
     warnings = []  # type: List[str]
     # int8: the CUDA context exists before the first TensorRT object (the primary context TensorRT uses too)
-    cuda = _cuda_for_build() if precision == "int8" else None
+    cuda = cuda_for_build() if precision == "int8" else None
     logger = make_logger(lines)
     builder = trt.Builder(logger)
     flags = 0 if v >= (10, 0) else 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
@@ -395,7 +237,7 @@ def _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, 
         optimization.set_shape(name, trt.Dims(shapes["min"]), trt.Dims(shapes["opt"]), trt.Dims(shapes["max"]))
     if profile:
         config.add_optimization_profile(optimization)
-    fallback = _dla(builder, config, network, dla_core, precision, profile)
+    fallback = setup_dla(builder, config, network, dla_core, precision, profile)
     calibrator = None
     if precision == "int8":
         calibration = dict(calibration or {})
@@ -407,20 +249,20 @@ def _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, 
                 calibrating.set_shape(name, shape, shape, shape)
             config.set_calibration_profile(calibrating)
         image_shape = list(sorted(profile.items())[0][1]["opt"][1:]) if profile else None
-        calibrator = _calibrator(calibration, batch, cuda, image_shape)
+        calibrator = entropy_calibrator(calibration, batch, cuda, image_shape)
         config.int8_calibrator = calibrator  # deprecated from 10.1 (explicit quantization); present on every Jetson TensorRT
     used_cache = _timing_cache(config, timing_cache, warnings) if v >= (8, 0) else False
     started = time.time()
     try:
-        with _active(cuda) if cuda is not None else _null_context():
+        with cuda.active() if cuda is not None else null_context():
             data = _serialize(builder, network, config, v, lines)
     finally:
         if calibrator is not None:
             calibrator.release()
     build_s = time.time() - started
-    _write_atomic(engine_path, data)
+    write_atomic(engine_path, data)
     if timing_cache and v >= (8, 0):
-        _write_atomic(timing_cache, bytes(config.get_timing_cache().serialize()))
+        write_atomic(timing_cache, bytes(config.get_timing_cache().serialize()))
     inputs, outputs = _io(network)
     dla = dla_placement(data, dla_core, logger, lines, v) if dla_core is not None else None
     result = {"tensorrt_version": trt.__version__, "precision": precision, "build_s": build_s, "engine_bytes": len(data),
@@ -433,76 +275,6 @@ def _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, 
     if dla is not None:
         result["dla"] = dla
     return result
-
-
-def _calibrator(calibration, batch, cuda, image_shape=None):
-    # type: (Dict[str, Any], int, Any, Optional[List[int]]) -> Any
-    """An entropy calibrator over ``calibration["images"]`` (an .npy of images preprocessed as at export),
-    ``batch`` images a batch (the calibration profile's OPT batch; its device buffer holds exactly that),
-    reading and writing ``calibration["cache"]`` (reused: the images are not run again)."""
-    import numpy as np
-    import tensorrt as trt
-
-    images = np.ascontiguousarray(np.load(calibration["images"], allow_pickle=False), dtype=np.float32)
-    cache_path = calibration.get("cache")
-    if len(images) < batch and not (cache_path and os.path.exists(cache_path)):
-        raise EngineError("int8 calibration needs at least {} images (one batch), got {}; add dataset images".format(
-            batch, len(images)))
-    if image_shape is not None and len(images) and list(images.shape[1:]) != list(image_shape):
-        raise EngineError("int8 calibration images are {} but the model's input is {}; re-run the engine stage".format(
-            list(images.shape[1:]), list(image_shape)))
-    nbytes = int(images[:1].nbytes) * batch  # one batch: get_batch never hands TensorRT more than this buffer
-
-    class Entropy(trt.IInt8EntropyCalibrator2):
-        def __init__(self):
-            # type: () -> None
-            trt.IInt8EntropyCalibrator2.__init__(self)
-            self.index = 0
-            self.reused = False
-            with _active(cuda):
-                self.device = cuda.alloc(nbytes)  # type: Optional[int]
-
-        def get_batch_size(self):
-            # type: () -> int
-            return batch
-
-        def get_batch(self, names, *args):
-            # type: (List[str], *Any) -> List[int]
-            if self.device is None or self.index + batch > len(images):
-                return []  # no more batches (pyInt8Doc.h: "or an empty list")
-            chunk = images[self.index:self.index + batch]
-            with _active(cuda):
-                cuda.copy_to_device(self.device, chunk)
-            self.index += batch
-            return [int(self.device)]
-
-        def read_calibration_cache(self, *args):
-            # type: (*Any) -> Optional[bytes]
-            if cache_path and os.path.exists(cache_path):
-                self.reused = True
-                with open(cache_path, "rb") as f:
-                    return f.read()
-            return None
-
-        def write_calibration_cache(self, cache, *args):
-            # type: (Any, *Any) -> None
-            if cache_path:
-                _write_atomic(cache_path, bytes(cache))
-
-        def release(self):
-            # type: () -> None
-            free = getattr(cuda, "free", None)
-            if self.device is not None and free is not None:
-                with _active(cuda):
-                    free(self.device)
-            self.device = None
-
-        def report(self):
-            # type: () -> Dict[str, Any]
-            return {"cache_reused": self.reused, "images": self.index, "batch_size": batch, "cache": cache_path,
-                    "buffer_bytes": nbytes}
-
-    return Entropy()
 
 
 def build_uff(uff_path, engine_path, input_name, input_shape, output_names, precision, workspace_mb, max_batch_size,
@@ -542,7 +314,7 @@ def _build_uff(trt, v, lines, uff_path, engine_path, input_name, input_shape, ou
     _set_precision(builder, config, precision)
     started = time.time()
     data = _serialize(builder, network, config, v, lines)
-    _write_atomic(engine_path, data)
+    write_atomic(engine_path, data)
     return {"tensorrt_version": trt.__version__, "precision": precision, "build_s": time.time() - started,
             "engine_bytes": len(data), "engine_sha256": hashlib.sha256(data).hexdigest(), "route": "uff",
             "builder": "python"}
