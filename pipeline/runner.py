@@ -133,16 +133,60 @@ def write_run_record(report, config, target, started):
     """``<run dir>/run.json``: what the last ``deploy run`` did, stage by stage (ran, cached, pending,
     failed, with times and messages). ``deploy report`` and ``deploy compare`` read it."""
     stamp = "%Y-%m-%dT%H:%M:%S%z"
-    files.write_json(report.run_dir / RUN_RECORD, {
+    commit, source = _commit(getattr(config, "path", None))
+    record = {
         "run": report.run_dir.name,
         "config": str(getattr(config, "path", "") or ""),
         "target": getattr(target, "name", None),
         "started": time.strftime(stamp, time.localtime(started)),
         "finished": time.strftime(stamp, time.localtime()),
         "exit_code": report.exit_code,
+        "commit": commit, "commit_source": source,
         "stages": [{"name": s.name, "status": s.status, "seconds": round(s.seconds, 3), "message": s.message,
                     "results": s.results} for s in report.stages],
-    })
+    }
+    record.update(_config_facts(config))
+    if os.environ.get("GITHUB_RUN_ID"):
+        record["ci"] = {"run_url": "{}/{}/actions/runs/{}".format(os.environ.get("GITHUB_SERVER_URL", ""),
+                                                                 os.environ.get("GITHUB_REPOSITORY", ""),
+                                                                 os.environ["GITHUB_RUN_ID"]),
+                        "runner": os.environ.get("RUNNER_NAME")}
+    files.write_json(report.run_dir / RUN_RECORD, record)
+
+
+def _commit(config_path):
+    """(commit, where it came from): $GITHUB_SHA in CI, else ``git rev-parse HEAD`` of the config's folder,
+    else (None, None). Which commit made a night is what a nightly report is read for."""
+    if os.environ.get("GITHUB_SHA"):
+        return os.environ["GITHUB_SHA"], "GITHUB_SHA"
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None or not config_path:
+        return None, None
+    try:
+        done = subprocess.run([git, "rev-parse", "HEAD"], cwd=str(Path(config_path).resolve().parent),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    commit = done.stdout.decode("ascii", "replace").strip()
+    return (commit, "git") if done.returncode == 0 and len(commit) == 40 else (None, None)
+
+
+def _config_facts(config):
+    """The config's digest (what was run, --set included) and the settings a report shows even while a
+    stage is pending: engine, benchmark, device."""
+    dump = getattr(config, "model_dump", None)
+    if dump is None:
+        return {}
+    data = dump(mode="json")
+    stages = data.get("stages") or {}
+    device = data.get("device") or None
+    return {"config_digest": hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest(),
+            "settings": {"engine": stages.get("engine"), "benchmark": stages.get("benchmark"),
+                         "device": {"backend": device.get("backend"), "transport": device.get("transport")}
+                         if device else None}}
 
 
 def plan(config, target, force=(), force_all=False, from_stage=None, until=None, only=None, keep_going=False):

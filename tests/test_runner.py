@@ -100,6 +100,34 @@ def test_plan_decides_skips_and_forcing_before_anything_runs(setup):
     assert not setup.run_dir.exists()
 
 
+def test_run_json_says_which_commit_and_which_config_made_the_run(setup, monkeypatch, tmp_path):
+    """What a nightly report is read for: the commit ($GITHUB_SHA in CI, else git), the config's digest
+    (--set included) and the settings a report shows while a stage is pending."""
+    monkeypatch.delenv("GITHUB_SHA", raising=False)
+    monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
+    setup()
+    record = json.loads((setup.run_dir / "run.json").read_text())
+    assert record["commit"] is None and record["commit_source"] is None  # tmp_path is no git tree
+    assert len(record["config_digest"]) == 64 and "settings" in record and "ci" not in record
+    setup("stages.train.epochs=3")
+    assert json.loads((setup.run_dir / "run.json").read_text())["config_digest"] != record["config_digest"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    setup()
+    record = json.loads((setup.run_dir / "run.json").read_text())
+    assert (record["commit"], record["commit_source"]) == (head, "git")
+    monkeypatch.setenv("GITHUB_SHA", "a" * 40)
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "team/deploy")
+    setup()
+    record = json.loads((setup.run_dir / "run.json").read_text())
+    assert (record["commit"], record["commit_source"]) == ("a" * 40, "GITHUB_SHA")
+    assert record["ci"]["run_url"] == "https://github.com/team/deploy/actions/runs/42"
+
+
 def test_first_run_runs_then_everything_is_cached(setup):
     first = setup()
     assert statuses(first) == {"train": "ran", "export": "ran", "freeze": "ran"}
