@@ -53,6 +53,24 @@ def tx2(tmp_path, monkeypatch):
     return root
 
 
+def test_clocks_are_read_through_sudo_n_where_a_sudoers_drop_in_allows_it(tx2, tmp_path):
+    """jetson_clocks --show needs root: as the agent's user it exits 1; a sudoers drop-in for that one
+    command (docs/nightly.md) lets `sudo -n` read it, and without one sudo -n fails and the problem stands."""
+    bin_dir = tmp_path / "bin"
+    shown = _block("jetson_clocks_show.txt", "SOC family:tegra186", "SOC family")
+    (bin_dir / "jetson_clocks").write_text("#!/bin/sh\nif [ \"$AS_ROOT\" = 1 ]; then cat <<'EOF'\n{}EOF\nexit 0\nfi\n"
+                                           "echo 'must be run as root'\nexit 1\n".format(shown))
+    (bin_dir / "sudo").write_text("#!/bin/sh\n[ \"$1\" = -n ] || exit 3\nshift\n"
+                                  "[ -f \"$(dirname \"$0\")/sudoers-allows\" ] || {{ echo 'sudo: a password is required'; exit 1; }}\n"
+                                  "AS_ROOT=1 exec \"$@\"\n".format())
+    (bin_dir / "sudo").chmod(0o755)
+    facts = Device(device_cfg(work_dir=str(tmp_path / "w"))).probe()
+    assert facts["clocks_locked"] is None and any("jetson_clocks --show exited 1" in p for p in facts["problems"])
+    (bin_dir / "sudoers-allows").write_text("")
+    facts = Device(device_cfg(work_dir=str(tmp_path / "w2"))).probe()
+    assert facts["clocks_locked"] is False and not any("jetson_clocks" in p for p in facts["problems"])
+
+
 def test_probe_of_this_machine_says_what_is_missing(tmp_path, monkeypatch):
     monkeypatch.delenv("DEPLOY_DEVICE_ROOT", raising=False)
     if Path("/etc/nv_tegra_release").exists():
