@@ -192,14 +192,26 @@ def build_parser():
     p.add_argument("--output", "-o", metavar="FILE", help="where to write it (default RUN_DIR/report.html; markdown: stdout)")
 
     p = add("compare", cmd_compare)
-    p.add_argument("baseline", help="the baseline run folder")
+    p.add_argument("baseline", help="the baseline run folder (chosen by you; a failed run is never a reference)")
     p.add_argument("current", help="the run folder to judge")
-    p.add_argument("--history", nargs="+", metavar="DIR", help="earlier runs: their night-to-night spread widens the noise band")
-    p.add_argument("--tolerance", type=_fraction, default=0.05, help="relative change allowed in latency and throughput (default 0.05)")
-    p.add_argument("--accuracy-tolerance", type=_fraction, default=0.02, help="absolute drop allowed in accuracy (default 0.02)")
-    p.add_argument("--k", type=_positive, default=3.0, help="history band width in robust standard deviations (default 3)")
+    p.add_argument("--history", nargs="+", metavar="DIR", help="earlier nights (run folders, or folders of them): the "
+                   "reference is the median of the baseline and the last nights on its fingerprint, the band their spread")
+    p.add_argument("--nights", type=_count, default=20, help="how many nights make the reference, the baseline included "
+                   "(default 20)")
+    p.add_argument("--expect-change", action="append", default=[], metavar="KEY",
+                   choices=("kind", "board", "gpu", "jetpack", "tensorrt", "runtime", "power_mode", "clocks"),
+                   help="a fingerprint key whose change is intended (repeatable): compared anyway instead of "
+                   "'not comparable'")
+    p.add_argument("--tolerance", type=_fraction, default=0.03, help="relative change in latency and throughput "
+                   "that is never a regression (default 0.03)")
+    p.add_argument("--accuracy-tolerance", type=_fraction, default=0.02, help="absolute drop allowed in engine top-1 "
+                   "agreement, at least one image (default 0.02)")
+    p.add_argument("--k", type=_positive, default=2.0, help="noise band width in standard deviations of the "
+                   "nights (default 2)")
     p.add_argument("--format", default="text", choices=("text", "json", "markdown"))
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML file, one test case per figure")
+    p.add_argument("--output", "-o", metavar="FILE", help="also write the comparison as JSON (schema "
+                   "deploy.comparison/2), e.g. RUN/comparison.json for deploy report")
 
     p = add("validate", cmd_validate)
     p.add_argument("config")

@@ -66,21 +66,29 @@ def cmd_report(args):
 
 
 def cmd_compare(args):
-    """Compare a run with a baseline run: latency, throughput, accuracy; noise-aware. Exit 4 on a regression."""
+    """Judge a run against a baseline and the nights' history: latency, throughput, accuracy; noise-aware.
+    Exit 4 on a regression, a comparison that is not comparable, or one that compared nothing."""
+    import math
+
     from pipeline.errors import EXIT_DIFFERENT
     from pipeline.report.collect import expand_history, load_run
     from pipeline.report.compare import compare_runs, format_junit, format_markdown, format_text
 
+    if not math.isfinite(args.k):
+        raise DeployError("--k {}: must be a finite number above 0".format(args.k))
     baseline, current = load_run(args.baseline), load_run(args.current)
-    history = [h for h in expand_history(args.history or ()) if h["dir"] not in (baseline["dir"], current["dir"])]
+    history = expand_history(args.history or ())
     result = compare_runs(baseline, current, history, tolerance=args.tolerance,
-                          accuracy_tolerance=args.accuracy_tolerance, k=args.k)
-    text = {"text": format_text, "markdown": format_markdown,
-            "json": lambda r: json.dumps(r, indent=2, sort_keys=True)}[args.format](result)
+                          accuracy_tolerance=args.accuracy_tolerance, k=args.k, nights=args.nights,
+                          expect_change=args.expect_change or ())
+    as_json = json.dumps(result, indent=2, sort_keys=True, allow_nan=False)
+    text = {"text": format_text, "markdown": format_markdown, "json": lambda r: as_json}[args.format](result)
     print(text)
     if args.junit:
         _write_or_fail(args.junit, format_junit(result), "--junit")
-    return 0 if result["passed"] else EXIT_DIFFERENT
+    if args.output:
+        _write_or_fail(args.output, as_json + "\n", "-o")
+    return 0 if result["verdict"] == "pass" else EXIT_DIFFERENT
 
 
 def _write_or_fail(path, text, flag):

@@ -193,8 +193,9 @@ class BenchmarkOptions(_Section):
     iterations: int = Field(100, ge=1, description="Timed runs per batch size.")
     duration_s: Optional[float] = Field(None, gt=0, description="Measure for this many seconds per batch size instead of a number of iterations.")
     inputs: Literal["dataset", "random"] = Field("dataset", description="Dataset images (repeated to fill a batch) or seeded random pixels.")
-    consistency: bool = Field(True, description="Also check batch consistency: each of `consistency_samples` images alone vs at every position of batches of the batch sizes above 1; the stage fails when outputs differ.")
+    consistency: bool = Field(True, description="Also check batch consistency: each of `consistency_samples` images alone vs inside batches of the batch sizes above 1 (every position up to 16, 8 sampled positions above); the stage fails when outputs differ.")
     consistency_samples: int = Field(4, ge=1, le=256, description="Images for the batch-consistency check.")
+    accuracy_images: int = Field(200, ge=1, le=10000, description="Dataset images the engine is compared with ONNX Runtime on (max abs difference, top-1 agreement): at 200 one image is 0.5 % of the agreement, so deploy compare's accuracy tolerance (0.02) decides, not a single flip.")
 
     @field_validator("batch_sizes")
     @classmethod

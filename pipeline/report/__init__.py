@@ -4,6 +4,9 @@
     render_html(run, history)    -> the page (html; plots from plots, cached under <run>/.report/)
     render_markdown(run)         -> the job summary (markdown)
     write_report(run_dir, ...)   -> writes <run>/report.html atomically and returns its path
+
+The gate's verdict comes first on both: ``comparison.json`` (``deploy compare ... -o``) in the run folder,
+beside it (naming the run), or given as ``comparison=`` (pipeline.report.verdict).
 """
 
 from pathlib import Path
@@ -15,22 +18,25 @@ from pipeline.report.plots import CACHE
 REPORT = "report.html"
 
 
-def write_report(run_dir, history=(), output=None):
-    """Write the HTML report of ``run_dir`` (to ``output`` or ``<run_dir>/report.html``); its path."""
+def write_report(run_dir, history=(), output=None, comparison=None):
+    """Write the HTML report of ``run_dir`` (to ``output`` or ``<run_dir>/report.html``); its path.
+    ``comparison``: the gate's comparison.json (default: the run folder's, see verdict.find_gate)."""
     from pipeline import __version__
     from pipeline.report.html import render_html
 
     import time
 
     from pipeline.report.plots import prune
+    from pipeline.report.verdict import gate_for
 
     started = time.time() - 1  # file times may be coarser than time.time()
     run_dir = Path(run_dir)
     files.refuse_link(run_dir / CACHE)  # the plot cache is written and pruned: never through a link
     run = load_run(run_dir)
     past = expand_history(history)
+    gate = gate_for(run, run_dir, comparison)
     page = render_html(run, [r for r in past if Path(r["dir"]).resolve() != run_dir.resolve()],
-                       cache=run_dir / CACHE, generated_by="deploy " + __version__)
+                       cache=run_dir / CACHE, generated_by="deploy " + __version__, gate=gate)
     out = Path(output) if output else run_dir / REPORT
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -43,10 +49,12 @@ def write_report(run_dir, history=(), output=None):
     return out
 
 
-def markdown_report(run_dir):
+def markdown_report(run_dir, comparison=None):
     from pipeline.report.markdown import render_markdown
+    from pipeline.report.verdict import gate_for
 
-    return render_markdown(load_run(run_dir))
+    run = load_run(run_dir)
+    return render_markdown(run, gate=gate_for(run, run_dir, comparison))
 
 
 __all__ = ["load_run", "expand_history", "write_report", "markdown_report", "REPORT"]

@@ -5,8 +5,9 @@ so ``<``, ``>`` and ``&`` are escaped as the HTML report escapes them."""
 
 import html
 
+from pipeline.report import verdict as gatelib
 from pipeline.report.collect import results_by_batch
-from pipeline.report.html import fmt
+from pipeline.report.html import VERDICT_WORD, fmt
 
 
 def _text(value):
@@ -22,14 +23,26 @@ def _table(header, rows):
     return [_row(header), _row(["---"] * len(header))] + [_row(r) for r in rows]
 
 
-def render_markdown(run):
+def render_markdown(run, gate=None):
+    """The summary: the gate's verdict and why first, then what the run is (board, JetPack, TensorRT, power
+    mode, clocks, commit), the stages and the figures."""
     record = run.get("record") or {}
     check = run.get("check") or {}
     lines = ["## deploy: {}".format(_text(run["name"])), ""]
+    lines += _verdict_lines(run, gate)
     facts = [("target", record.get("target")), ("exit code", record.get("exit_code")), ("finished", record.get("finished")),
              ("check", check.get("verdict"))]
     lines.append(" · ".join("**{}** {}".format(k, _text(v)) for k, v in facts if v is not None))
     lines.append("")
+    fp = gatelib.fingerprint(run, gate)
+    prov = gatelib.provenance(run)
+    lines.append(" · ".join(["**{}** {}".format(_text(k), _text(v)) for k, v in fp] + [
+        "**commit** {}".format(_text(prov["commit"][:12]) if prov["commit"] else "unknown"),
+        "**config digest** {}".format(_text(prov["config_digest"][:12]) if prov["config_digest"] else "unknown")]))
+    lines.append("")
+    if gatelib.is_host_only(run):
+        lines += ["> host CPU figures ({}), not Jetson figures".format(_text(gatelib.host_cpu(
+            (run.get("benchmark") or {}).get("where") or {}) or "CPU not recorded")), ""]
     lines += _table(["stage", "status", "result"], [[s["name"], s.get("status"), s.get("summary") or s.get("message") or ""]
                                                      for s in run["stages"]])
     bench = run.get("benchmark") or {}
@@ -57,8 +70,25 @@ def render_markdown(run):
             rows.append(["ONNX → engine", (acc.get("tolerance") or {}).get("precision"), fmt(acc.get("max_abs_diff")),
                          "–" if top1 is None else "{:.1%}".format(top1)])
         lines += _table(["comparison", "precision", "max abs diff", "top-1 agreement"], rows)
+    for note in gatelib.noise_notes(run, gate):
+        lines += ["", "> {}".format(_text(note))]
     cons = bench.get("consistency")
     if cons:
         lines += ["", "**batch consistency** {} (batches of {})".format(
             "pass" if cons.get("passed") else "FAIL", ", ".join(str(b) for b in cons.get("batch_sizes") or []))]
     return "\n".join(lines) + "\n"
+
+
+def _verdict_lines(run, gate):
+    if gate is None:
+        return ["**gate: not gated** (no comparison.json: deploy compare did not judge this run)", ""]
+    out = ["**gate: {}** ({}) — {}".format(VERDICT_WORD.get(gate["verdict"], gate["verdict"]), _text(gate["verdict"]),
+                                             _text(gatelib.headline(gate))), ""]
+    out += ["- {}".format(_text(r)) for r in gatelib.other_reasons(gate)]
+    bad = [r for r in gate["rows"] if r["status"] in ("regression", "not compared")]
+    if bad:
+        out += [""] + _table(["figure", "batch", "reference", "tonight", "change", "verdict", "why"], [
+            [gatelib.figure_label(r), fmt(r["batch_size"]), fmt(r["reference"] if r["reference"] is not None else r["raw_baseline"], 4),
+             fmt(r["current"] if r["current"] is not None else r["raw_current"], 4), gatelib.change_text(r), r["status"], r["note"]]
+            for r in gatelib.sorted_rows(bad)])
+    return out + [""]

@@ -16,7 +16,7 @@ from pathlib import Path
 from pipeline import files
 
 CACHE = ".report"
-PLOT_VERSION = 3  # bump when a plot's look changes: cached SVGs are redrawn
+PLOT_VERSION = 4  # bump when a plot's look changes: cached SVGs are redrawn
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
 
 
@@ -43,8 +43,9 @@ def cached_svg(cache_dir, kind, data):
 
 def prune(cache_dir, before):
     """Remove the cached plots no report has used since ``before`` (a time.time()): the plots of
-    earlier data. Each plot a report uses is touched when it is read or drawn."""
-    for path in Path(cache_dir).glob("*.svg"):
+    earlier data (and the parameter counts of earlier models). Each plot a report uses is touched when it
+    is read or drawn."""
+    for path in [*Path(cache_dir).glob("*.svg"), *Path(cache_dir).glob("params-*.json")]:
         try:
             if path.stat().st_mtime < before:
                 path.unlink()
@@ -148,21 +149,48 @@ def training_svg(epochs):
 
 
 def trend_svg(trend):
-    """trend: {"labels": [run names], "series": {title: {line label: [value or None per run]}}}: one
-    panel per title (p50, p99, throughput, accuracy), runs oldest to newest."""
-    panels = [(t, lines) for t, lines in trend["series"].items() if any(v is not None for vs in lines.values() for v in vs)]
-    fig = _figure(7.2, 2.4 * max(1, (len(panels) + 1) // 2))
-    axes = fig.subplots(max(1, (len(panels) + 1) // 2), 2, squeeze=False).ravel()
-    x = list(range(len(trend["labels"])))
-    for ax, (title, lines) in zip(axes, panels):
-        for i, (label, ys) in enumerate(lines.items()):
-            if all(y is None for y in ys):
-                continue
-            ax.plot(x, [float("nan") if y is None else y for y in ys], marker="o", markersize=3,
-                    color=COLORS[i % len(COLORS)], linewidth=1.4, label=label)
-        ax.set_xticks(x, [_short(lab) for lab in trend["labels"]], rotation=30, ha="right")
-        ax.legend(fontsize=7, frameon=False)
-        _style(ax, title, "", "")
+    """trend: {"title", "unit", "labels": [per night], "failed": [bool per night], "panels": [{"name" (batch 1),
+    "values": [value or None per night], "reference", "band": [lo, hi], "status" (tonight's), "reference_label"}]}:
+    one figure (p50, p99, throughput, accuracy) over the nights, oldest to newest, as small multiples: each
+    batch size on its own axes (a 10 % step at batch 1 is not flattened by batch 8's scale), the gate's
+    reference as a dashed line and its band shaded, the right axis in % of the reference, failed nights
+    as grey crosses and tonight's point red when the gate called it a regression."""
+    panels = [p for p in trend["panels"] if any(v is not None for v in p["values"])] or trend["panels"][:1]
+    cols = min(len(panels), 3) or 1
+    rows = -(-len(panels) // cols) if panels else 1
+    fig = _figure(3.6 * cols if cols > 1 else 5.2, 2.5 * rows)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    n = len(trend["labels"])
+    x = list(range(n))
+    failed = list(trend.get("failed") or [False] * n)
+    step = max(1, -(-n // 8))  # at most ~8 labels per axis
+    ticks = sorted(set(list(range(0, n, step)) + ([n - 1] if n else [])))
+    for ax, panel in zip(axes, panels):
+        ys = [float("nan") if v is None else v for v in panel["values"]]
+        ref, band = panel.get("reference"), panel.get("band")
+        if band and band[0] is not None and band[1] is not None:
+            ax.axhspan(band[0], band[1], color="#2ca02c", alpha=0.14, linewidth=0, label="band")
+        if ref is not None:
+            ax.axhline(ref, color="#555555", linestyle="--", linewidth=1.0, label=panel.get("reference_label") or "reference")
+        ax.plot(x, ys, marker="o", markersize=3, color=COLORS[0], linewidth=1.4, label="nightly")
+        bad = [i for i in x if i < len(failed) and failed[i] and panel["values"][i] is not None]
+        if bad:
+            ax.plot(bad, [ys[i] for i in bad], marker="x", markersize=6, color="#7f7f7f", linestyle="none",
+                    label="failed night")
+        if n and panel["values"][-1] is not None:
+            status = panel.get("status")
+            colour = COLORS[1] if status == "regression" else COLORS[2] if status in ("ok", "improved") else COLORS[0]
+            ax.plot([n - 1], [ys[-1]], marker="o", markersize=7, color=colour, linestyle="none")
+        if ref:
+            sec = ax.secondary_yaxis("right", functions=(lambda v, r=ref: (v / r - 1) * 100, lambda p, r=ref: r * (1 + p / 100)))
+            sec.set_ylabel("% of reference", fontsize=8)
+            sec.tick_params(labelsize=7)
+        ax.set_xticks(ticks, [_short(trend["labels"][i]) for i in ticks], rotation=30, ha="right")
+        if panel is panels[0]:  # one legend per figure: the other panels are drawn the same way
+            ax.legend(fontsize=7, loc="best", frameon=True, framealpha=0.85, edgecolor="none")
+        title = "{} · {}".format(trend["title"], panel["name"]) if panel.get("name") else trend["title"]
+        _style(ax, title, "", trend.get("unit") or "")
+        ax.margins(x=0.03)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     return _svg(fig)
@@ -184,6 +212,7 @@ def _num(v):
 
 
 def _short(label):
+    label = str(label)
     return label if len(label) <= 16 else label[:15] + "…"
 
 

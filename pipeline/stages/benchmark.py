@@ -92,7 +92,7 @@ def _accuracy(ctx, session):
 
     reference = load_onnx(onnx_file(ctx.inputs["onnx"]))
     shape = reference.inputs[0][1]
-    images, source = dataset_samples(ctx.config, ctx.options.consistency_samples * 4, (shape[1], shape[2]))
+    images, source = dataset_samples(ctx.config, ctx.options.accuracy_images, (shape[1], shape[2]))
     engine = ctx.config.stages.engine
     precision = engine.precision if engine is not None else "fp32"
     batch = _static_batch(ctx)

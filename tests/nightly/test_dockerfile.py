@@ -162,7 +162,7 @@ def test_jetpack_argument_comes_before_the_first_from(parsed):
 
 def test_each_jetpack_line_has_its_base_image(parsed):
     _, found = parsed
-    assert {name: found[name]["base"] for name in AGENT_STAGES} == BASE_IMAGES
+    assert {name: found[name]["base"].split("@")[0] for name in AGENT_STAGES} == BASE_IMAGES
     # the legacy builder (JetPack 4.6: BuildKit ignores Docker's default runtime) builds every stage before
     # --target: jp4.6 goes first so that building it pulls no other base image
     assert min(found, key=lambda name: found[name]["line"]) == "jp4.6"
@@ -282,7 +282,7 @@ def fake_docker(tmp_path):
 
 
 def run_wrapper(bin_dir, cwd, args, **env):
-    full = {"PATH": "{}:/usr/bin:/bin".format(bin_dir), "HOME": str(cwd)}
+    full = {"PATH": "{}:/usr/bin:/bin".format(bin_dir), "HOME": str(cwd), "DEPLOY_GPU_NODES": "/nonexistent/gpu"}
     full.update(env)
     return subprocess.run(["sh", str(WRAPPER)] + list(args), cwd=str(cwd), env=full, capture_output=True, text=True,
                           timeout=30)
@@ -292,7 +292,7 @@ def options(argv):
     """The `docker run` options as (flag, value) pairs, up to the image."""
     pairs, i = [], 1
     while argv[i].startswith("-"):
-        if argv[i] in ("--rm", "-i"):
+        if argv[i] in ("--rm", "-i", "--init"):
             pairs.append((argv[i], None))
             i += 1
         else:
@@ -329,11 +329,14 @@ def test_wrapper_runs_the_agent_in_the_image(fake_docker, tmp_path):
     pairs, rest = options(argv)
     assert rest == ["deploy-agent:jp6", "python3", "-m", "deploy_agent", "--serve"]
     assert ("--rm", None) in pairs and ("-i", None) in pairs and ("-t", None) not in pairs
+    assert ("--init", None) in pairs and ("--label", "org.deploy.agent=1") in pairs
     assert ("--runtime", "nvidia") in pairs and ("--network", "host") in pairs
     assert ("--user", "{}:{}".format(os.getuid(), os.getgid())) in pairs
     assert ("-v", "{0}:{0}".format(work)) in pairs  # the work folder, at the same path
     assert ("-w", str(home)) in pairs
     assert ("-e", "DEPLOY_DEVICE_ROOT=/host") in pairs
+    (name,) = [value for flag, value in pairs if flag == "--name"]
+    assert name.startswith("deploy-agent-")
     mounts = [value for flag, value in pairs if flag == "-v" and value != "{0}:{0}".format(work)]
     assert mounts == _expected_host_mounts(fake_docker)
     assert "{0}:{0}:ro".format(fake_docker / "tegrastats") in mounts
@@ -449,7 +452,7 @@ assert argv[0] == "run"
 env = dict(os.environ, PATH=os.environ["FAKE_IMAGE_PATH"], PYTHONPATH=os.environ["FAKE_IMAGE_PYTHONPATH"])
 cwd, i = None, 1
 while argv[i].startswith("-"):
-    if argv[i] in ("--rm", "-i"):
+    if argv[i] in ("--rm", "-i", "--init"):
         i += 1
         continue
     flag, value = argv[i], argv[i + 1]
@@ -502,3 +505,172 @@ def test_deploy_runs_the_agent_through_the_wrapper(parsed, tmp_path, monkeypatch
     assert rest == ["deploy-agent:test", "python3", "-m", "deploy_agent", "--serve"]
     assert ("-v", "{0}:{0}".format(work.resolve())) in pairs
     assert ("-w", str(device.transport.agent_home)) in pairs
+
+
+# ------------------------------------------------------------------------------------------------
+# the review's H2, L1, L2, L3, M6, M9 and the base-image digest
+
+def test_the_jetpack_46_image_sets_openblas_coretype_and_all_csv_mounts(parsed):
+    """H2: numpy 1.19.5's OpenBLAS dies with SIGILL on Jetson CPUs unless OPENBLAS_CORETYPE is given.
+    L1: libnvidia-container >= 0.11.0+jetpack mounts CUDA/TensorRT only with csv-mounts=all, during the
+    build's RUN steps too (pycuda needs nvcc). Both before the step that installs numpy and pycuda."""
+    _, found = parsed
+    steps = found["jp4.6"]["steps"]
+    env = env_of(steps)
+    assert env.get("OPENBLAS_CORETYPE") == "ARMV8"
+    assert env.get("NVIDIA_REQUIRE_JETPACK") == "csv-mounts=all"
+    first_env = next(i for i, (w, rest) in enumerate(steps) if w == "ENV" and "OPENBLAS_CORETYPE" in rest)
+    pip = next(i for i, (w, rest) in enumerate(steps) if w == "RUN" and "pycuda==" in rest)
+    assert first_env < pip
+
+
+@pytest.mark.parametrize("name", AGENT_STAGES)
+def test_the_default_command_imports_numpy_first(parsed, name):
+    """H2: the image's documented check shows a CPU-specific numpy crash at `docker run`, not in a probe."""
+    _, found = parsed
+    cmd = json.loads(effective(found, name, "CMD"))
+    assert cmd[-1].startswith("python3 -c 'import numpy' && ")
+
+
+def test_the_jetpack_6_base_is_pinned_by_digest(parsed):
+    _, found = parsed
+    assert found["jp6"]["base"] == ("nvcr.io/nvidia/l4t-jetpack:r36.4.0@sha256:"
+                                    "34ccf0f3b63c6da9eee45f2e79de9bf7fdf3beda9abfd72bbf285ae9d40bb673")
+
+
+def dockerignore_excludes(patterns, path):
+    """Docker's rule (moby/patternmatcher), enough for this file: the last pattern that matches the path or
+    one of its parent folders decides; `!` re-includes; `*` does not cross `/`, `**` does."""
+    def regex(pattern):
+        out, i = "", 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                out, i = out + "(?:.*/)?", i + 3
+            elif pattern.startswith("**", i):
+                out, i = out + ".*", i + 2
+            elif pattern[i] == "*":
+                out, i = out + "[^/]*", i + 1
+            else:
+                out, i = out + re.escape(pattern[i]), i + 1
+        return re.compile(out + r"\Z")
+
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:k]) for k in range(1, len(parts) + 1)]
+    excluded = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        rx = regex(pattern.lstrip("!").strip("/"))
+        if any(rx.match(p) for p in prefixes):
+            excluded = not negated
+    return excluded
+
+
+def test_dockerignore_sends_only_what_the_dockerfile_copies(dockerfile):
+    """M6: the build context is an allow-list: every COPY source is in it; a job's .venv, runs/, data/, host
+    tarballs and the .git folder are not."""
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    for _, word, rest in instructions(dockerfile):
+        if word != "COPY":
+            continue
+        for source in shlex.split(rest)[:-1]:
+            for path in ROOT.glob(source):
+                files = [path] if path.is_file() else [p for p in path.rglob("*.py")] + [p for p in path.rglob("*.yaml")]
+                for f in files:
+                    rel = f.relative_to(ROOT).as_posix()
+                    if "__pycache__" not in rel:
+                        assert not dockerignore_excludes(patterns, rel), rel
+    for rel in (".venv/lib/python3.11/site-packages/tensorflow/__init__.py", "runs/jetson_tx2/run.json",
+                "data/shapes/train/circle/0.png", "host-jetson_tx2.tar.gz", ".git/HEAD", "reports/report.html",
+                "tests/conftest.py", "pipeline/device/agent/__pycache__/probe.cpython-36.pyc", "Dockerfile.jetson"):
+        assert dockerignore_excludes(patterns, rel), rel
+
+
+def _release_file(tmp_path, line):
+    path = tmp_path / "nv_tegra_release"
+    path.write_text(line + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("release,image", [
+    ("# R32 (release), REVISION: 7.1, GCID: 29689809, BOARD: t186ref, EABI: aarch64", "deploy-agent:jp4.6"),
+    ("# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64", "deploy-agent:jp5"),
+    ("# R36 (release), REVISION: 4.0, GCID: 37537400, BOARD: generic, EABI: aarch64", "deploy-agent:jp6"),
+    ("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64", "deploy-agent:jp6"),
+])
+def test_wrapper_picks_the_image_of_the_boards_l4t(fake_docker, tmp_path, release, image):
+    res = run_wrapper(fake_docker, tmp_path, ["-V"], DEPLOY_TEGRA_RELEASE=_release_file(tmp_path, release))
+    assert res.returncode == 0, res.stderr
+    _, rest = options(json.loads(res.stdout))
+    assert rest[0] == image
+
+
+@pytest.mark.parametrize("release,says", [
+    ("# R36 (release), REVISION: 3.0, GCID: 36923193, BOARD: generic, EABI: aarch64", "L4T R36.3"),  # JetPack 6.0
+    ("# R32 (release), REVISION: 6.1, GCID: 27863751, BOARD: t186ref, EABI: aarch64", "L4T R32.6"),
+    ("# R38 (release), REVISION: 2.0, GCID: 41844464, BOARD: generic, EABI: aarch64", "L4T R38"),
+])
+def test_wrapper_refuses_an_l4t_no_image_runs_on(fake_docker, tmp_path, release, says):
+    """L3: the r36.4.0 image does not run on R36.2/36.3 (JetPack 6.0): say so instead of failing inside CUDA."""
+    res = run_wrapper(fake_docker, tmp_path, ["-V"], DEPLOY_TEGRA_RELEASE=_release_file(tmp_path, release))
+    assert res.returncode == 2 and not res.stdout
+    assert says in res.stderr and "DEPLOY_AGENT_IMAGE" in res.stderr
+
+
+def test_wrapper_adds_the_group_of_each_gpu_node(fake_docker, tmp_path):
+    """M9: non-root CUDA needs the group that owns each GPU node (video for /dev/nvmap, render for the DRM
+    node on JetPack 6), not video alone."""
+    nodes = tmp_path / "dev"
+    (nodes / "dri").mkdir(parents=True)
+    gid = 4242 if os.geteuid() == 0 else os.getgid()
+    for name in ("nvmap", "dri/renderD128"):
+        (nodes / name).write_text("")
+        if os.geteuid() == 0:
+            os.chown(str(nodes / name), -1, 4242 if name == "nvmap" else 4343)
+    res = run_wrapper(fake_docker, tmp_path, ["-V"], DEPLOY_GPU_NODES="{0}/nvmap {0}/dri/renderD* {0}/absent".format(nodes))
+    assert res.returncode == 0, res.stderr
+    pairs, _ = options(json.loads(res.stdout))
+    added = [value for flag, value in pairs if flag == "--group-add"]
+    try:
+        video = [str(grp.getgrnam("video").gr_gid)]
+    except KeyError:
+        video = []
+    want = video + ([str(gid), "4343"] if os.geteuid() == 0 else [str(gid)])
+    assert added == list(dict.fromkeys(g for g in want if g != "0"))
+
+
+FAKE_DOCKER_HANGS = """#!/bin/sh
+# `docker run` that hangs until killed; `docker kill NAME` is logged
+if [ "$1" = kill ]; then echo "kill $2" >> "$FAKE_DOCKER_LOG"; exit 0; fi
+echo "started $$" >> "$FAKE_DOCKER_LOG"
+exec sleep 60
+"""
+
+
+def test_wrapper_stops_its_container_when_it_is_stopped(tmp_path):
+    """L2: killing the docker CLI does not stop the container; the wrapper, on TERM, kills it by name."""
+    import signal
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER_HANGS)
+    docker.chmod(0o755)
+    log = tmp_path / "docker.log"
+    env = {"PATH": "{}:/usr/bin:/bin".format(bin_dir), "HOME": str(tmp_path), "FAKE_DOCKER_LOG": str(log),
+           "DEPLOY_GPU_NODES": "/nonexistent"}
+    proc = subprocess.Popen(["sh", str(WRAPPER), "-m", "deploy_agent", "--serve"], cwd=str(tmp_path), env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 10
+    while not (log.exists() and "started" in log.read_text()) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 143
+    lines = log.read_text().splitlines()
+    os.kill(int(lines[0].split()[1]), signal.SIGKILL)  # the stand-in's sleep (a real container ends when killed)
+    assert lines[0].startswith("started ") and lines[1] == "kill deploy-agent-{}-{}".format(
+        subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip() or "host", proc.pid)
+    proc.stdout.close()
+    proc.stderr.close()
+    proc.stdin.close()

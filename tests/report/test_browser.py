@@ -25,7 +25,7 @@ import pytest
 
 from pipeline.report import write_report
 
-from reportkit import make_run
+from reportkit import gate_row, make_run, write_comparison
 
 pytestmark = pytest.mark.slow
 
@@ -122,13 +122,15 @@ class DevTools:
 
 
 class Visit:
-    def __init__(self, console, requests):
-        self.console, self.requests = console, requests
+    def __init__(self, console, requests, values=()):
+        self.console, self.requests, self.values = console, requests, list(values)
 
 
-def visit(chromium, page, png, proxy, size=(1200, 5200)):
+def visit(chromium, page, png, proxy, size=(1200, 5200), evaluate=()):
     """Open ``page`` (a file) in headless Chromium and save a screenshot to ``png``; returns the
-    console messages and the requests the page itself sent (the document's own load excluded)."""
+    console messages and the requests the page itself sent (the document's own load excluded), and the
+    value of each JavaScript expression in ``evaluate`` (DevTools Runtime.evaluate, run by the test
+    after the load: the page itself has no script and its CSP allows none)."""
     import base64
 
     to_browser_r, to_browser_w = os.pipe()
@@ -162,6 +164,8 @@ def visit(chromium, page, png, proxy, size=(1200, 5200)):
         tools.settle(0.5)
         shot = tools.call("Page.captureScreenshot", session, format="png")
         png.write_bytes(base64.b64decode(shot["data"]))
+        values = [tools.call("Runtime.evaluate", session, expression=e, returnByValue=True).get("result", {}).get("value")
+                  for e in evaluate]
         tools.call("Browser.close")
     finally:
         os.close(to_browser_w)
@@ -182,7 +186,7 @@ def visit(chromium, page, png, proxy, size=(1200, 5200)):
     console += ["{} {}: {}".format(e["params"]["entry"]["source"], e["params"]["entry"]["level"],
                                    e["params"]["entry"]["text"])
                 for e in mine if e.get("method") == "Log.entryAdded"]
-    return Visit(console, requests)
+    return Visit(console, requests, values)
 
 
 def colour_pixels(png, rgb, tolerance=40):
@@ -237,7 +241,7 @@ def test_each_plot_renders_on_its_own(chromium, proxy, tmp_path):
     page = write_report(run, history=[make_run(tmp_path / "older", seed=5, finished="2026-11-20T02:00:00+0000")]).read_text()
     head = page[:page.index("<body>")]
     plots = re.findall(r'<div class="plot">(<svg.*?</svg>)</div>', page, flags=re.S)
-    assert len(plots) == 5  # latency CDF, throughput, power, training, trends
+    assert len(plots) == 8  # latency CDF, throughput, power, training; trends: p50, p99, throughput, accuracy
     for i, svg in enumerate(plots):
         single = tmp_path / "plot{}.html".format(i)
         single.write_text(head + "<body>" + svg + "</body></html>")
@@ -246,3 +250,66 @@ def test_each_plot_renders_on_its_own(chromium, proxy, tmp_path):
         assert seen.console == [] and seen.requests == [], (i, seen.console, seen.requests)
         assert ink(png) > 0.005, "plot {} is blank".format(i)
         assert colour_pixels(png, PLOT_BLUE) + colour_pixels(png, (0x2C, 0xA0, 0x2C)) > 150, "plot {} has no data drawn".format(i)
+
+
+# What is on the first screen (a 1200 x 900 viewport, not scrolled): the verdict element's box and every
+# text node whose first line box starts above the fold.
+FIRST_SCREEN = """(() => {
+  const v = document.getElementById('verdict');
+  const box = v ? v.getBoundingClientRect() : null;
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const seen = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    if (!node.textContent.trim()) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const rects = range.getClientRects();
+    if (rects.length && rects[0].top < window.innerHeight && rects[0].bottom > 0) seen.push(node.textContent.trim());
+  }
+  return {top: box && box.top, bottom: box && box.bottom, verdict: v ? v.innerText : null,
+          fold: window.innerHeight, above: seen.join(' '), scrollY: window.scrollY};
+})()"""
+BANNER_RED = (0xFD, 0xE8, 0xE8)  # pipeline.report.html: #verdict.v-regression
+BANNER_GREEN = (0xE6, 0xF5, 0xE9)  # #verdict.v-pass
+
+
+def _night(tmp_path, verdict):
+    """A nightly run with 12 earlier nights and a comparison.json: tonight 10 % slower at batch 1 (regression)
+    or as usual (pass)."""
+    nights = tmp_path / "history"
+    for i in range(12):
+        day = "2026-11-{:02d}".format(10 + i)
+        make_run(nights / "night-{}T0200-{:07x}-{}.1".format(day, 0xabc1230 + i, 100 + i), medians={1: 4.0, 8: 20.0},
+                 seed=i, n=300, spread=0.03, finished=day + "T02:00:00+0000")
+    slow = 1.10 if verdict == "regression" else 1.0
+    run = make_run(tmp_path / "night-2026-11-24T0200-deadbee-200.1", medians={1: 4.0 * slow, 8: 20.0}, seed=50, n=300,
+                   spread=0.03, finished="2026-11-24T02:00:00+0000")
+    status = "regression" if verdict == "regression" else "ok"
+    rows = [gate_row("p50_ms", 1, 4.0, 4.0 * slow, status, note="beyond 5 %" if slow > 1 else "within 5 %"),
+            gate_row("throughput_ips", 1, 250.0, 250.0 / slow, status, note="beyond 5 %" if slow > 1 else "within 5 %"),
+            gate_row("p50_ms", 8, 20.0, 20.0, "ok", note="within 5 %")]
+    # a long list of reasons: the verdict still leads the page
+    write_comparison(run, verdict, rows, reasons=["reference: median of 12 nights"] * 3)
+    return write_report(run, history=[nights])
+
+
+@pytest.mark.parametrize("verdict, word, colour", [("regression", "REGRESSION", BANNER_RED), ("pass", "PASS", BANNER_GREEN)])
+def test_the_first_screen_says_the_nights_verdict(chromium, proxy, tmp_path, verdict, word, colour):
+    report = _night(tmp_path, verdict)
+    png = tmp_path / "first-screen.png"
+    seen = visit(chromium, report, png, proxy, size=(1200, 900), evaluate=[FIRST_SCREEN])
+    assert seen.console == [] and seen.requests == []
+    screen = seen.values[0]
+    assert screen["fold"] == 900 and screen["scrollY"] == 0
+    assert 0 <= screen["top"] < screen["bottom"] <= 900, screen  # the whole verdict box is above the fold
+    assert screen["verdict"].startswith(word), screen["verdict"]
+    assert word in screen["above"] and "jetson_tx2" in screen["above"]
+    if verdict == "regression":
+        assert "p50 latency at batch 1 +10.0%" in screen["above"] and "throughput at batch 1" in screen["above"]
+        assert "PASS" not in screen["above"]
+    else:
+        assert "REGRESSION" not in screen["above"] and "no figure worse than the reference" in screen["above"]
+    for fact in ("commit", "deadbee", "config digest", "fingerprint", "TensorRT", "MAXN"):
+        assert fact in screen["above"], fact
+    assert colour_pixels(png, colour, tolerance=6) > 20000  # the banner's colour is on the first screen
