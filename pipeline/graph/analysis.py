@@ -19,18 +19,30 @@ def constant_subgraph(graph, frozen=()):
     const = {n.name for n in graph.nodes.values() if n.op == "Const"} | set(frozen)
     folded = set()
     work = list(const)
+    index = graph.consumer_index()
+    tensorflow = graph.kind == "tensorflow"
+    producer_name = graph.producer_name
+    never = {}  # op -> never folded (random ops; variables, stochastic and input-pipeline families)
     while work:  # from the constants forward: only their consumers are ever looked at
-        name = work.pop()
-        for node in graph.consumers(name):
-            if node.name in const or node.op in RANDOM:
+        for node in index.get(work.pop(), ()):
+            name = node.name
+            if name in const:
                 continue
-            fam = family_of(node.op)
-            if fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"):
+            op = node.op
+            skip = never.get(op)
+            if skip is None:
+                fam = family_of(op)
+                skip = never[op] = op in RANDOM or (
+                    fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"))
+            if skip:
                 continue
-            if all(graph.producer_name(i) in const for i in node.inputs):
-                const.add(node.name)
-                folded.add(node.name)
-                work.append(node.name)
+            for i in node.inputs:
+                if (i.lstrip("^").partition(":")[0] if tensorflow else producer_name(i)) not in const:
+                    break
+            else:
+                const.add(name)
+                folded.add(name)
+                work.append(name)
     return folded
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from pipeline.errors import DeployError
 from pipeline.graph.inline import Flattener
 from pipeline.graph.io import NOT_OUTPUTS
-from pipeline.graph.parsing import has_unknown_fields, looks_like_graph, parse_binary, parse_text, read_bytes
+from pipeline.graph.parsing import (has_unknown_fields, looks_like_graph, parse_binary, parse_text,
+                                    read_bytes)
 from pipeline.graph.tf_attrs import decode_node_def_attrs, decode_tf_shape, tf_tensor_types
-from pipeline.graph.view import Graph, lazy_node
+from pipeline.graph.view import Graph, Node
 
 _VARIABLE_OPS = frozenset(["VarHandleOp", "_VarHandlesOp", "VariableV2", "Variable", "AutoReloadVariable"])
 
@@ -131,25 +132,37 @@ def frozen_view(graph_def, path, fmt, not_output_prefix=None):
 def _plain_nodes(graph_def):
     """GraphDef nodes -> ({name: Node}, names of consumed nodes), no functions to inline.
 
-    The hot loop for big graphs (about 3 us a node): one pass, no attribute decoded.
+    The hot loop for big graphs (about 2 us a node, most of it protobuf's field access): one pass,
+    no attribute decoded, a node's inputs looked at one by one only when one has a port or is a
+    control input, and ``lazy_node`` inlined.
     """
     nodes, consumed = {}, set()
-    consume = consumed.add
+    consume, consume_all = consumed.add, consumed.update
     decode = decode_node_def_attrs
+    new = Node.__new__
     for nd in graph_def.node:
-        data, control = [], []
-        for tensor in nd.input:
-            if tensor[:1] == "^":
-                tensor = tensor[1:]
-                control.append(tensor)
-                consume(tensor)
+        data = list(nd.input)
+        control = []
+        if data:
+            joined = "".join(data)
+            if ":" in joined or "^" in joined:
+                data = []
+                for tensor in nd.input:
+                    if tensor[:1] == "^":
+                        tensor = tensor[1:]
+                        control.append(tensor)
+                        consume(tensor)
+                    else:
+                        if tensor[-2:] == ":0":
+                            tensor = tensor[:-2]
+                        data.append(tensor)
+                        consume(tensor.partition(":")[0])
             else:
-                if tensor[-2:] == ":0":
-                    tensor = tensor[:-2]
-                data.append(tensor)
-                consume(tensor.partition(":")[0])
+                consume_all(data)
         name = nd.name
-        nodes[name] = lazy_node(name, nd.op, data, control, decode, nd, nd.device)
+        node = nodes[name] = new(Node)  # lazy_node(name, nd.op, data, control, decode, nd, nd.device)
+        node.__dict__ = {"name": name, "op": nd.op, "inputs": data, "control_inputs": control, "device": nd.device,
+                         "domain": "", "outputs": [], "_attr_source": (decode, nd)}
     return nodes, consumed
 
 
@@ -251,8 +264,62 @@ def _signature_view(meta_graph, signature, source, fmt):
     graph.output_shapes = output_shapes
     graph.signature = {"name": signature, "inputs": dict(zip([k for k, _ in in_infos], graph.inputs)),
                        "outputs": dict(zip([k for k, _ in out_infos], graph.outputs))}
+    graph.signatures = signature_inputs(meta_graph)  # every signature's inputs, not only the one viewed
     lazy_tensor_types(graph, known)
     return graph
+
+
+_PARSE_EXAMPLE_OPS = frozenset(["ParseExample", "ParseExampleV2", "ParseSingleExample", "ParseSequenceExample",
+                                "ParseSequenceExampleV2", "ParseSingleSequenceExample"])
+_EXAMPLE_METHODS = ("tensorflow/serving/classify", "tensorflow/serving/regress")
+TF_EXAMPLE = "tf.Example"  # the kind of a string input that carries serialized tf.Example protos
+
+
+def signature_inputs(meta_graph):
+    """Every signature of a SavedModel / meta graph (sorted, ``__`` internal ones left out):
+    {name: {"method": method_name, "inputs": [{"key", "tensor", "dtype", "shape", "kind"}]}}.
+    ``kind`` is "tf.Example" for a string input that carries serialized tf.Example protos (a
+    classify / regress signature, or a string input of a graph that parses examples), else
+    "tensor". Shapes as in ``graph.input_shapes`` (None for an unknown rank)."""
+    from pipeline.graph.proto import dtype_name
+
+    parses = None
+    result = {}
+    for name in _signatures(meta_graph):
+        sig = meta_graph.signature_def[name]
+        inputs = []
+        for key in sorted(sig.inputs):
+            info = sig.inputs[key]
+            dtype = dtype_name(info.dtype) if info.dtype else None
+            kind = "tensor"
+            if dtype == "string":
+                if parses is None:
+                    graph_def = meta_graph.graph_def
+                    parses = any(nd.op in _PARSE_EXAMPLE_OPS for nd in graph_def.node) or any(
+                        nd.op in _PARSE_EXAMPLE_OPS for f in graph_def.library.function for nd in f.node_def)
+                if sig.method_name in _EXAMPLE_METHODS or parses:
+                    kind = TF_EXAMPLE
+            inputs.append({"key": key, "tensor": _tensor_info_name(info), "dtype": dtype,
+                           "shape": decode_tf_shape(info.tensor_shape) if info.HasField("tensor_shape") else None,
+                           "kind": kind})
+        result[name] = {"method": sig.method_name, "inputs": inputs}
+    return result
+
+
+def describe_signatures(signatures):
+    """One line per signature: its inputs, a tf.Example input named as such."""
+    lines = []
+    for name, sig in signatures.items():
+        parts = []
+        for i in sig["inputs"]:
+            shape = "?" if i["shape"] is None else "[" + ", ".join("?" if d is None else str(d) for d in i["shape"]) + "]"
+            text = "{} {} {}".format(i["key"], i["dtype"] or "?", shape)
+            if i["kind"] == TF_EXAMPLE:
+                text += " (serialized tf.Example protos, parsed in the graph)"
+            parts.append(text)
+        method = sig["method"].rsplit("/", 1)[-1] if sig["method"] else "?"
+        lines.append("signature {} ({}): {}".format(name, method, "; ".join(parts) if parts else "no inputs"))
+    return lines
 
 
 def _tensor_name(name):

@@ -201,23 +201,36 @@ class Graph:
 
     def consumers(self, name):
         """Nodes with a data input from node ``name`` (any port), in file order."""
+        return list(self.consumer_index().get(name, ()))
+
+    def consumer_index(self):
+        """{node name: the nodes with a data input from it, in file order} (cached, see
+        ``invalidate``): what ``consumers`` answers from. Read it, do not change it."""
         index = self._consumer_index
         if index is None:
             index = {}
+            tensorflow = self.kind == "tensorflow"
+            producer_name = self.producer_name
             for node in self.nodes.values():
+                inputs = node.inputs
+                if not inputs:
+                    continue
                 seen = None
-                for tensor in node.inputs:
+                for tensor in inputs:
                     if not tensor:
                         continue
-                    src = self.producer_name(tensor)
+                    # TensorFlow: the node name is the tensor name's prefix (producer_name, inlined)
+                    src = tensor.lstrip("^").partition(":")[0] if tensorflow else producer_name(tensor)
                     if src is None or src == seen:
                         continue
-                    users = index.setdefault(src, [])
-                    if not users or users[-1] is not node:
+                    users = index.get(src)
+                    if users is None:
+                        index[src] = [node]
+                    elif users[-1] is not node:
                         users.append(node)
                     seen = src
             self.__dict__["_consumer_index"] = index
-        return list(index.get(name, ()))
+        return index
 
     def topological_order(self):
         """All nodes, each after the producers of its data and control inputs.

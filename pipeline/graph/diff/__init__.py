@@ -86,9 +86,10 @@ PARALLEL_BYTES = 4 << 20  # from this size on, B is read in a second process whi
 
 
 def _load_pair(a_path, b_path, signature):
-    """Both DiffGraphs, prepared. Big files: B is read and prepared in a forked process at the
-    same time as A (reading is most of the time), and comes back as structure and constant
-    fingerprints; its values are read again only if the report needs them."""
+    """Both DiffGraphs, prepared. Big files, with a core free (``_idle_core``): B is read and
+    prepared in a forked process at the same time as A (reading is most of the time), and comes
+    back as structure and constant fingerprints; its values are read again only if the report
+    needs them."""
     import multiprocessing
     import os
     from pathlib import Path
@@ -96,7 +97,7 @@ def _load_pair(a_path, b_path, signature):
     from pipeline.graph.diff.structure import DiffGraph, prepare
 
     big = all(Path(p).is_file() and os.path.getsize(p) >= PARALLEL_BYTES for p in (a_path, b_path))
-    if not big or "fork" not in multiprocessing.get_all_start_methods():
+    if not big or "fork" not in multiprocessing.get_all_start_methods() or not _idle_core():
         a, b = _load(a_path, signature), _load(b_path, signature)
         return prepare(a), prepare(b)
     context = multiprocessing.get_context("fork")
@@ -119,6 +120,23 @@ def _load_pair(a_path, b_path, signature):
     if isinstance(data, DeployError):
         raise data
     return a, prepare(_load(b_path, signature))  # the child failed: read B here, with its own errors
+
+
+def _idle_core():
+    """Whether a second core is free for reading B: the parallel read only wins then (it costs
+    sending B's structure between processes, about as long as reading it on a busy core). The
+    result is the same either way."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return cores >= 2 and load <= cores - 1.5
 
 
 def _load_in_child(path, signature, send):
@@ -144,12 +162,12 @@ def _load(path, signature):
     path = Path(path)
     if path.is_file() and path.suffix.lower() in (".pb", ".pbtxt", ".graphdef"):
         from pipeline.graph import proto
-        from pipeline.graph.parsing import sniff_protobuf
+        from pipeline.graph.parsing import read_bytes, sniff_protobuf
 
         if sniff_protobuf(path, "text" if path.suffix.lower() == ".pbtxt" else "binary") == "binary":
             graph_def = proto.GraphDef()
             try:
-                graph_def.ParseFromString(path.read_bytes())
+                graph_def.ParseFromString(read_bytes(path, "a frozen GraphDef"))
             except Exception:  # not a GraphDef: the reader says what it is or what is wrong
                 graph_def = None
             if graph_def is not None and graph_def.node and not graph_def.library.function and \

@@ -42,11 +42,21 @@ def dims_text(shape):
     return "[" + ",".join("?" if d is None or d == -1 else str(d) for d in (shape or ())) + "]"
 
 
+def same_bytes(a, i, b, j):
+    """Whether constants A[i] and B[j] have the same bytes: compared directly when both are in
+    this process, by fingerprint when one side came from another process (it has only those)."""
+    from pipeline.graph.diff.structure import tensor_bytes
+
+    if i in a.fingerprints or j in b.fingerprints:
+        return a.fingerprint(i) == b.fingerprint(j)
+    return tensor_bytes(a.tensors.get(i)) == tensor_bytes(b.tensors.get(j))
+
+
 def value_change(a, b, i, j):
     """{"a", "b", "max_abs_diff", "shape": {"a", "b"}, "values": {...} for small ones} or None."""
     import numpy as np
 
-    if a.fingerprint(i) == b.fingerprint(j):  # the same bytes: nothing to decode
+    if same_bytes(a, i, b, j):  # nothing to decode
         return None
     ta, tb = a.tensors.get(i), b.tensors.get(j)
     if ta is None or tb is None:

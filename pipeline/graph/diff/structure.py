@@ -73,49 +73,75 @@ def reliable_names(names):
     ``concat_1``, Keras's ``conv2d_16``) is unique in its graph. ``concat``/``concat_1`` and
     ``dense/kernel``/``dense_1/kernel`` are creation-order names; ``input``, ``logits`` and
     ``block1/conv/Conv2D`` are not."""
-    forms = {}
+    first, repeated = {}, set()  # form -> index of its only name so far; forms seen twice
+    sub = _SUFFIX.sub
     for i, name in enumerate(names):
-        forms.setdefault(_SUFFIX.sub("", name), []).append(i)
-    return {group[0] for form, group in forms.items() if len(group) == 1 and _SUFFIX.sub("", names[group[0]]) ==
-            names[group[0]]}
+        form = sub("", name) if "_" in name else name
+        if form in first:
+            repeated.add(form)
+        else:
+            first[form] = i
+    return {i for form, i in first.items() if form not in repeated and form == names[i]}
+
+
+_PRIVATE_KEY = re.compile(rb"\x0a[\x80-\xff]*[\x00-\x7f]_")  # a map entry's key field starting with "_"
 
 
 def from_graph_def(graph_def, source, outputs=None):
     """The fast path: a frozen GraphDef without a function library. ``outputs``: node names (None:
-    the nodes nothing reads)."""
+    the nodes nothing reads). Clears the nodes' names, inputs and devices (read here first)."""
     names, ops, sigs, raw_inputs, const, tensors, shapes = [], [], [], [], [], {}, {}
     consumed = set()
+    consume, consume_all = consumed.add, consumed.update
+    private_key = _PRIVATE_KEY.search
+    const_dims = {}  # a tensor shape's bytes -> its dims (a graph has a few distinct shapes)
     for i, nd in enumerate(graph_def.node):
         name, op = nd.name, nd.op
         names.append(name)
         ops.append(op)
-        data = []
-        for t in nd.input:
-            if t[:1] == "^":
-                consumed.add(t[1:])
+        data = list(nd.input)
+        if data:
+            if "^" in "".join(data):
+                data = []
+                for t in nd.input:
+                    if t[:1] == "^":
+                        consume(t[1:])
+                    else:
+                        data.append(t)
+                        consume(t.partition(":")[0])
             else:
-                data.append(t)
-                consumed.add(t.partition(":")[0])
+                for t in data:
+                    consume(t.partition(":")[0])
         raw_inputs.append(data)
-        attr = nd.attr
         if op == "Const":
-            value = attr["value"].tensor
+            value = nd.attr["value"].tensor
             tensors[i] = value
-            sigs.append(hash((op, value.dtype, tuple(d.size for d in value.tensor_shape.dim))))
+            shape = value.tensor_shape
+            key = shape.SerializeToString()
+            dims = const_dims.get(key)
+            if dims is None:
+                dims = const_dims[key] = tuple(d.size for d in shape.dim)
+            sigs.append(hash((op, value.dtype, dims)))
             const.append(True)
             continue
         const.append(False)
+        # the node's bytes without its name, inputs and device: op and attributes
+        nd.ClearField("name")
+        nd.ClearField("input")
+        nd.ClearField("device")
+        body = nd.SerializeToString(deterministic=True)
+        if private_key(body) is None:  # no attribute name starts with "_" (most nodes): the bytes say it all
+            sigs.append(hash(body))
+            continue
+        attr = nd.attr
         private = [k for k in attr if k[:1] == "_"]
         if private:
             if "_output_shapes" in attr:
                 shapes[i] = [[d.size for d in s.dim] for s in attr["_output_shapes"].list.shape]
             sigs.append(hash((op, tuple((k, attr[k].SerializeToString(deterministic=True)) for k in sorted(attr)
                                         if k[:1] != "_"))))
-        else:  # the node's bytes without its name, inputs and device: op and attributes
-            nd.ClearField("name")
-            nd.ClearField("input")
-            nd.ClearField("device")
-            sigs.append(hash(nd.SerializeToString(deterministic=True)))
+        else:
+            sigs.append(hash(body))
     index = {name: i for i, name in enumerate(names)}
     if outputs is None:
         outputs = [n for n in names if n not in consumed]
@@ -201,7 +227,20 @@ def _onnx_producer(graph, index):
 def _resolve(g, raw_inputs, index, producer, outputs):
     """Inputs as (producer index, port), through pass-through nodes (not the graph's outputs)."""
     outs = {index[o] for o in (outputs or ()) if o in index}
-    resolved = [[producer(t, index) for t in ins] for ins in raw_inputs]
+    if producer is _tf_producer:  # inlined: a call per edge is most of the time on big graphs
+        get = index.get
+        resolved = []
+        for ins in raw_inputs:
+            row = []
+            for t in ins:
+                if ":" in t:
+                    name, _, port = t.partition(":")
+                    row.append((get(name), int(port) if port.isdigit() else 0))
+                else:
+                    row.append((get(t), 0))
+            resolved.append(row)
+    else:
+        resolved = [[producer(t, index) for t in ins] for ins in raw_inputs]
     bypass = {i for i, op in enumerate(g.ops) if op in PASS_THROUGH and len(resolved[i]) == 1 and i not in outs
               and resolved[i][0][0] is not None}
 
@@ -212,7 +251,8 @@ def _resolve(g, raw_inputs, index, producer, outputs):
             hops += 1
         return p, port
 
-    g.inputs = [tuple(through(p, port) for p, port in ins if p is not None) for ins in resolved]
+    g.inputs = [tuple(through(p, port) if not port and p in bypass else (p, port) for p, port in ins if p is not None)
+                for ins in resolved]
     g.passthrough = sorted(bypass)
     g.outputs = sorted(outs)
 
