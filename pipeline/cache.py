@@ -16,10 +16,14 @@ MANIFEST = "manifest.json"
 
 
 def read_manifest(stage_dir):
+    """The stage's manifest (schema deploy.manifest/1, pipeline.records), or None when it is missing, does
+    not parse, has the wrong shape or comes from a newer deploy: the stage is then simply not cached."""
+    from pipeline import records
+    from pipeline.errors import DeployError
+
     try:
-        with open(stage_dir / MANIFEST) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        return records.read(Path(stage_dir) / MANIFEST, "manifest")
+    except DeployError:
         return None
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from pipeline import files
+from pipeline import files, records
 from pipeline.cache import MANIFEST, cache_hit, cache_key, inputs_key, made_elsewhere, read_manifest
 from pipeline.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STAGE_FAILED, DeployError
 from pipeline.data.dataset import fingerprint_dataset, prepare_dataset
@@ -151,7 +151,7 @@ def write_run_record(report, config, target, started):
                                                                  os.environ.get("GITHUB_REPOSITORY", ""),
                                                                  os.environ["GITHUB_RUN_ID"]),
                         "runner": os.environ.get("RUNNER_NAME")}
-    files.write_json(report.run_dir / RUN_RECORD, record)
+    records.write(report.run_dir / RUN_RECORD, record, "run")  # schema deploy.run/1 (pipeline.records)
 
 
 def _commit(config_path):
@@ -312,7 +312,7 @@ def _run_stage(stage, ctx, key, key_data, progress):
         _swap_into_place(tmp, final)
         for a, rel in stage.outputs.items():  # the fast-path signature of the files where they now live
             manifest["outputs"][a]["stat"] = files.stat_signature(final / rel)
-        files.write_json(final / MANIFEST, manifest)
+        records.write(final / MANIFEST, manifest, "manifest")  # schema deploy.manifest/1
     except DeployError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         seconds = time.time() - started

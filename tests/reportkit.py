@@ -49,21 +49,21 @@ def make_run(folder, medians=None, spread=0.1, n=200, seed=0, device=True, top1=
               ("rewrite", "ran", "fold_constants"), ("convert", "ran", "opset 13, 105 nodes, max diff 1.1e-06"),
               ("engine", "ran", "fp16 engine, 3.1 MB"), ("benchmark", "ran", "jetson_tx2/tensorrt: p50 4 ms @b1")]
     _write(folder / "run.json", {
-        "run": folder.name, "config": "configs/jetson_tx2.yaml", "target": "jetson_tx2", "started": finished,
+        "schema": "deploy.run/1", "run": folder.name, "config": "configs/jetson_tx2.yaml", "target": "jetson_tx2", "started": finished,
         "finished": finished, "exit_code": exit_code,
         "stages": [{"name": s, "status": st, "seconds": 1.0, "message": message if message and s == "engine" else "",
                     "results": {"summary": summ}} for s, st, summ in stages]})
     for s, _, summ in stages:
-        _write(folder / s / "manifest.json", {"stage": s, "status": "ok", "duration_s": 2.5, "started": finished,
+        _write(folder / s / "manifest.json", {"schema": "deploy.manifest/1", "stage": s, "status": "ok", "duration_s": 2.5, "started": finished,
                                               "results": {"summary": summ}, "outputs": {}})
-    _write(folder / "train" / "history.json", {"classes": ["circle", "cross", "square", "triangle"], "restore": None,
+    _write(folder / "train" / "history.json", {"schema": "deploy.history/1", "classes": ["circle", "cross", "square", "triangle"], "restore": None,
                                                "epochs": [{"loss": 1.2 - 0.1 * e, "accuracy": 0.5 + 0.04 * e,
                                                            "val_loss": 1.3 - 0.08 * e, "val_accuracy": val_accuracy - 0.03 * (9 - e)}
                                                           for e in range(10)]})
     finding = {"kind": "unsupported_op", "cause": "AddV2 has no UFF converter", "fix": "rewrite uff_compat",
                "nodes": ["model/add", "model/add_1"], "batch_dependent": False}
     _write(folder / "check" / "check.json", {
-        "deployable": deployable, "verdict": "YES" if deployable else "NO",
+        "schema": "deploy.check/2", "deployable": deployable, "verdict": "YES" if deployable else "NO",
         "target": {"name": "jetson_tx2", "tensorrt": "8.2.1", "jetpack": "4.6.6"},
         "recommended": {"route": "onnx", "detail": "opset 13, TensorRT 8.2.1 ONNX parser", "blockers": 0},
         "routes": [{"route": "uff", "detail": "UFF parser, TensorRT 8.2.1", "blockers": 1, "accepted_but_wrong": [],
@@ -71,10 +71,10 @@ def make_run(folder, medians=None, spread=0.1, n=200, seed=0, device=True, top1=
                    {"route": "onnx", "detail": "opset 13", "blockers": 0, "accepted_but_wrong": [], "findings": []}],
         "findings": []})
     _write(folder / "rewrite" / "rewrite.json", {
-        "nodes": {"before": 794, "after": 282}, "check_before": {"recommended": "onnx"}, "check_after": {"recommended": "onnx"},
+        "schema": "deploy.rewrite/1", "nodes": {"before": 794, "after": 282}, "check_before": {"recommended": "onnx"}, "check_after": {"recommended": "onnx"},
         "passes": [{"pass": "fold_constants", "ops": {"Const": -156, "Mul": -104}, "sites": ["a", "b"],
                     "comparison": {"max_abs_diff": 0.0, "passed": True}, "changes_behaviour": False}]})
-    _write(folder / "convert" / "comparison.json", {"max_abs_diff": 1.1e-6, "tolerance": 1e-4, "samples": 8,
+    _write(folder / "convert" / "comparison.json", {"schema": "deploy.conversion/1", "max_abs_diff": 1.1e-6, "tolerance": 1e-4, "samples": 8,
                                                     "inputs": "dataset data (8 images)",
                                                     "runtimes": {"candidate": {"runtime": "onnxruntime"}, "reference": "tensorflow"}})
     where = {"runtime": "tensorrt" if device else "onnxruntime", "version": "8.2.1" if device else "1.32.0",
@@ -86,7 +86,7 @@ def make_run(folder, medians=None, spread=0.1, n=200, seed=0, device=True, top1=
              "host": None if device else {"machine": "x86_64", "node": "vm"}}
     if not device:
         where["note"] = "host CPU numbers via ONNX Runtime; not Jetson numbers"
-    bench = {"where": where, "results": bench_rows(medians, spread, n, seed, power=device, phases=device,
+    bench = {"schema": "deploy.benchmark/1", "where": where, "results": bench_rows(medians, spread, n, seed, power=device, phases=device,
                                                   slow_calls=slow_calls),
              "consistency": {"passed": consistency, "batch_sizes": [8], "images": {"count": 4, "source": "dataset"},
                              "outputs": [{"name": "probabilities:0", "max_abs_diff": 0.0 if consistency else 0.2,

@@ -58,3 +58,27 @@ def test_deploy_report_says_so_in_one_line(tmp_path):
     assert "symbolic link" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert list(other.iterdir()) == []
+
+
+def test_a_stage_folder_or_leftover_that_is_a_link_is_replaced_not_followed(tmp_path):
+    """The runner swaps a finished stage into <run>/<stage> and removes the old one, and cleans .tmp-* and
+    .old-* leftovers: where any of those is a link, the link goes and what it points at stays."""
+    from pipeline.runner import _clean_stale, _swap_into_place
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(elsewhere, run / "train")
+    os.symlink(elsewhere, run / ".tmp-export-1")
+    os.symlink(elsewhere, run / ".old-freeze-1")
+    _clean_stale(run)
+    fresh = run / ".tmp-train-2"
+    fresh.mkdir()
+    (fresh / "model.keras").write_text("new")
+    _swap_into_place(fresh, run / "train")
+    assert (run / "train").is_dir() and not (run / "train").is_symlink()
+    assert (run / "train" / "model.keras").read_text() == "new"
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
+    assert (elsewhere / "keep.txt").read_text() == "mine\n"

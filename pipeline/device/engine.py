@@ -12,6 +12,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from pipeline import records
 from pipeline.device.client import device_for, fingerprint
 from pipeline.errors import DeployError
 
@@ -116,7 +117,7 @@ def build_engine(ctx, onnx_path):
     transport.fetch(request["engine"], out)
     result["device"] = fingerprint(probe)
     result["profile"] = profile
-    (ctx.out_dir / "engine.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    records.write(ctx.out_dir / "engine.json", result, "engine")  # schema deploy.engine/1 (pipeline.records)
     return {
         "summary": "{} engine, {:.1f} MB, built in {:.1f} s on {}{}".format(
             opts.precision, result.get("engine_bytes", 0) / 1e6, result.get("build_s", 0), device.describe(),
@@ -205,7 +206,7 @@ def route(ctx):
         return fmt
     report = ctx.inputs.get("report")
     if report is not None:
-        recommended = (json.loads(Path(report).read_text()).get("recommended") or {}).get("route")
+        recommended = (records.read(report, "check", missing_ok=False).get("recommended") or {}).get("route")
         if recommended in ("uff", "onnx") and recommended in ctx.target.routes:
             return recommended
     return "onnx"
@@ -245,7 +246,7 @@ def build_engine_uff(ctx, onnx_path):
     out.parent.mkdir(parents=True, exist_ok=True)
     transport.fetch(request["engine"], out)
     result["device"] = fingerprint(probe)
-    (ctx.out_dir / "engine.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    records.write(ctx.out_dir / "engine.json", result, "engine")  # schema deploy.engine/1
     return {"summary": "{} engine via UFF, {:.1f} MB, built in {:.1f} s on {}".format(
         opts.precision, result.get("engine_bytes", 0) / 1e6, result.get("build_s", 0), device.describe()),
         "tensorrt": result.get("tensorrt_version"), "route": "uff", "engine_bytes": result.get("engine_bytes")}

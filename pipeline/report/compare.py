@@ -35,9 +35,10 @@ import math
 import statistics
 from pathlib import Path
 
+from pipeline import records
 from pipeline.report.collect import accuracy_of, results_by_batch
 
-SCHEMA = "deploy.comparison/2"
+SCHEMA = records.schema_of("comparison")  # deploy.comparison/2 (pipeline.records.Comparison)
 Z95 = 1.96
 MAD_SIGMA = 1.4826
 MIN_NIGHTS = 5  # below this the MAD of the nights says little about their spread
@@ -357,6 +358,17 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
         "hardware": hw, "tolerance": tolerance, "accuracy_tolerance": accuracy_tolerance, "k": k, "max_nights": nights,
         "expect_change": sorted(expect_change), "regressions": len(regressions), "rows": rows,
     }
+
+
+def write_comparison(path, result, flag="-o"):
+    """``deploy compare -o FILE``: the comparison checked against its schema (deploy.comparison/2, the one
+    deploy report reads it with) and written atomically; a folder that cannot be written is one line."""
+    from pipeline.errors import DeployError
+
+    try:
+        return records.write(path, result, "comparison")
+    except OSError as e:
+        raise DeployError("{} {}: cannot write ({})".format(flag, path, e.strerror or e))
 
 
 def _run_ref(run):

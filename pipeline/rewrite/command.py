@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+from pipeline import records
 from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError
 from pipeline.files import write_bytes, write_text
 
@@ -94,7 +95,7 @@ def write_outputs(graph, io, summary, out):
     check_output(out)
     write_bytes(out, graph.serialize())
     write_text(out.with_name(out.stem + ".io.json"), json.dumps(io, indent=2, sort_keys=True) + "\n")
-    write_text(out.with_name(out.stem + ".rewrite.json"), json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    records.write(out.with_name(out.stem + ".rewrite.json"), summary, "rewrite")  # schema deploy.rewrite/1
 
 
 def write_onnx_outputs(model, summary, out):
@@ -102,7 +103,7 @@ def write_onnx_outputs(model, summary, out):
     if not str(out).endswith(".onnx"):
         raise DeployError("-o {}: an ONNX model is rewritten to an .onnx file".format(out))
     write_bytes(out, model.SerializeToString())
-    write_text(str(out)[:-5] + ".rewrite.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    records.write(str(out)[:-5] + ".rewrite.json", summary, "rewrite")  # schema deploy.rewrite/1
 
 
 def exit_code(report):

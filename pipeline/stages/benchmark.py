@@ -6,8 +6,6 @@ target numbers) or through the transport on a device (``pipeline.device.benchmar
 TensorRT, or ONNX Runtime there). ``pipeline.bench.report`` turns its answer into ``benchmark.json``.
 """
 
-import json
-
 from pipeline.errors import StageFailed
 from pipeline.files import onnx_file, sha256_file
 from pipeline.stages import stage
@@ -117,9 +115,9 @@ def _finish(ctx, report, session, model_path, where_short, results):
         report["consistency"] = consistency
     out = ctx.output("benchmark")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2, sort_keys=True, allow_nan=False)
-        f.write("\n")
+    from pipeline import records
+
+    records.write(out, report, "benchmark")  # schema deploy.benchmark/1: what deploy report/compare read back
 
     if consistency is not None and not consistency["passed"]:
         raise StageFailed("batch consistency: an image's output changes with the batch it is in (max abs diff {:.3g} "

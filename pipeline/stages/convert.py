@@ -1,7 +1,8 @@
 """convert: frozen graph to ONNX with tf2onnx at the target's opset, checked and compared with TF."""
 
-import json
+import math
 
+from pipeline import records
 from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError, StageFailed
 from pipeline.stages import stage
 
@@ -35,13 +36,16 @@ def convert(ctx):
         raise StageFailed("onnx.checker rejects the converted model: {}".format(str(e).splitlines()[0]))
     onnx.save(model, str(ctx.output("onnx")))
     comparison, images = compare_with_tf(ctx, graph_def, io)
+    if not math.isfinite(comparison["max_abs_diff"]):  # NaN passes every ">": say so, never a silent pass
+        raise StageFailed("ONNX Runtime or TensorFlow gave non-finite outputs on {} (max abs diff {}): the model "
+                          "computes NaN or inf there; check its weights and inputs".format(
+                              comparison["inputs"], comparison["max_abs_diff"]))
     if comparison["max_abs_diff"] > ctx.options.tolerance:
         from pipeline.tf.mismatch import explain_mismatch
 
         comparison["why"] = explain_mismatch(ctx.inputs["frozen_graph"], graph_def, io, model, images,
                                              ctx.options.tolerance)
-    with open(str(ctx.output("comparison")), "w") as f:
-        json.dump(comparison, f, indent=2, sort_keys=True)
+    records.write(ctx.output("comparison"), comparison, "conversion")
     if comparison["max_abs_diff"] > ctx.options.tolerance:
         raise StageFailed(
             "ONNX Runtime and TensorFlow outputs differ by {:.3g} (> stages.convert.tolerance {:g}) on {}{}".format(

@@ -26,8 +26,9 @@ def rewrite(ctx):
         f.write(graph.serialize())
     with open(str(ctx.output("io")), "w") as f:
         json.dump(io, f, indent=2, sort_keys=True)
-    with open(str(ctx.output("receipt")), "w") as f:
-        json.dump(summary, f, indent=2, sort_keys=True, default=str)
+    from pipeline import records
+
+    records.write(ctx.output("receipt"), summary, "rewrite")  # schema deploy.rewrite/1 (pipeline.records)
     if not report.deployable:
         raise DeployError("after rewrite the model still does not convert for {}: {}".format(
             ctx.target.name, recommendation(report)), code=EXIT_NOT_DEPLOYABLE)

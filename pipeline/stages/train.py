@@ -1,7 +1,5 @@
 """train: build a zoo model (or start from ``init_from``) and fit it on the dataset."""
 
-import json
-
 from pipeline.errors import DeployError
 from pipeline.stages import stage
 
@@ -100,8 +98,10 @@ def train(ctx):
     model.save(str(ctx.output("keras_model")))
 
     epochs = [{k: round(float(v[i]), 6) for k, v in history.items()} for i in range(len(history["loss"]))]
-    with open(str(ctx.output("history")), "w") as f:
-        json.dump({"classes": list(index.classes), "epochs": epochs, "restore": restore}, f, indent=2, sort_keys=True)
+    from pipeline import records
+
+    records.write(ctx.output("history"), {"classes": list(index.classes), "epochs": epochs, "restore": restore},
+                  "history")  # schema deploy.history/1 (pipeline.records)
     last = epochs[-1]
     summary = "acc {:.3f}".format(last["accuracy"])
     if "val_accuracy" in last:

@@ -32,7 +32,7 @@ def test_device_and_host_write_the_same_benchmark_json(tmp_path):
     benchmark(_context(tmp_path / "host", model, None))
     host = json.loads((tmp_path / "host" / "out" / "benchmark.json").read_text())
 
-    assert set(board) == set(host) == {"where", "model", "settings", "results"}
+    assert set(board) == set(host) == {"schema", "where", "model", "settings", "results"}
     assert board["model"] == host["model"]
     assert board["settings"] == host["settings"]
     for b, h in zip(board["results"], host["results"]):

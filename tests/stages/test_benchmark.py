@@ -68,7 +68,7 @@ def test_benchmark_json(tmp_path):
     result = benchmark(context(tmp_path, path))
 
     report = json.loads((tmp_path / "out" / "benchmark.json").read_text())
-    assert set(report) == {"where", "model", "settings", "results"}
+    assert set(report) == {"schema", "where", "model", "settings", "results"} and report["schema"] == "deploy.benchmark/1"
 
     where = report["where"]
     assert where["runtime"] == "onnxruntime"

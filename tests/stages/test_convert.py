@@ -104,3 +104,20 @@ def test_first_layer_mismatch_between_tensorflow_and_onnx(tmp_path):
     node, op, diff = first_layer_mismatch(graph_def, io, model, images, 1e-5)
     assert (node, op) == ("conv2", "Conv2D") and diff > 0.01
     json.dumps([node, op, diff])
+
+
+def test_non_finite_outputs_fail_convert_instead_of_passing(tmp_path):
+    """A model whose outputs are NaN on real inputs (log of a negative number): NaN > tolerance is False, so
+    the comparison passed silently; now the stage fails saying so, and comparison.json is not written."""
+    tf = _tf()
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 8, 8, 3], name="input")
+        tf.reduce_mean(tf.math.log(x - 1000.0), axis=[1, 2], name="probabilities")
+    path = tmp_path / "nan.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    res = deploy("run", config(tmp_path, path))
+    assert res.returncode == 3, res.stderr
+    assert "non-finite outputs" in res.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "runs" / "t" / "convert").exists()
