@@ -1,9 +1,13 @@
-"""`deploy check`: will this model convert for this Jetson? Offline, from the target's op tables.
+"""`deploy check`: will this model convert for this Jetson? From the target's op tables, and from
+tf2onnx's real output when TensorFlow and tf2onnx are installed.
 
     report = check_model("frozen.pb", load_target("jetson_tx2"))
     report.deployable, report.recommended.route, report.to_dict()
+    check_model("frozen.pb", target, convert=False)   # the offline prediction only
 
-Reading .pb, .pbtxt, SavedModels, .meta and .onnx imports no TensorFlow, and nothing is run.
+Reading .pb, .pbtxt, SavedModels, .meta and .onnx imports no TensorFlow, and nothing in the graph
+runs: the onnx route of a frozen graph is converted by tf2onnx in a subprocess after the convert
+stage's screening (pipeline.check.convert_probe), or predicted when tf2onnx is not installed.
 """
 
 from pipeline.check.findings import CheckReport, Finding, RouteResult
@@ -12,7 +16,10 @@ from pipeline.graph.analysis import constant_subgraph, input_dtype
 __all__ = ["check_model", "check_graph", "CheckReport", "Finding", "RouteResult"]
 
 
-def check_model(path, target, routes=None, signature="serving_default"):
+def check_model(path, target, routes=None, signature="serving_default", convert=None, convert_timeout=None):
+    """``convert``: judge a frozen TF graph's onnx route on tf2onnx's real output; None (default):
+    when TensorFlow and tf2onnx are installed (convert_probe.available()); False: predict only.
+    ``convert_timeout``: seconds the tf2onnx subprocess may take (default: convert_probe.timeout_seconds())."""
     import gc
 
     from pipeline.graph.readers import read_model
@@ -20,7 +27,8 @@ def check_model(path, target, routes=None, signature="serving_default"):
     enabled = gc.isenabled()
     gc.disable()  # a big graph is millions of long-lived objects: cyclic GC passes only cost time
     try:
-        report = check_graph(read_model(path, signature=signature), target, routes)
+        report = check_graph(read_model(path, signature=signature), target, routes, convert=convert,
+                             convert_timeout=convert_timeout)
         if not report.deployable:
             from pipeline.check.predict import predict_rewrite
 
@@ -31,9 +39,12 @@ def check_model(path, target, routes=None, signature="serving_default"):
             gc.enable()
 
 
-def check_graph(graph, target, routes=None):
+def check_graph(graph, target, routes=None, convert=False, convert_timeout=None):
+    """Check a Graph view. ``convert`` (see check_model): only a graph read from a frozen .pb or
+    .pbtxt file can be converted; in-memory graphs (deploy rewrite's) are predicted."""
     from pipeline.check import patterns
     from pipeline.check import routes as route_checks
+    from pipeline.check.dropout import tf2onnx_replaces_dropout
     from pipeline.check.inference import inference_findings, unsafe_op_findings
     from pipeline.errors import DeployError
     from pipeline.targets.optables import load_op_table
@@ -48,7 +59,6 @@ def check_graph(graph, target, routes=None):
     for match in matches:
         for name in match.nodes:
             by_node.setdefault(name, match)
-    dropout_rewritten = {n for m in matches if m.kind == "dropout_training" and "fed by placeholder" not in m.cause for n in m.nodes}
     custom = custom_ops(graph, known_plugins)
     unchecked = {n for names in custom.values() for n in names}  # reported once, for every route
     if graph.format in ("saved_model", "meta_graph"):
@@ -61,6 +71,10 @@ def check_graph(graph, target, routes=None):
                 unchecked |= set(match.nodes)
     folded = constant_subgraph(graph, frozen=unchecked - {n for names in custom.values() for n in names}) \
         if graph.kind == "tensorflow" else set()
+    # what tf2onnx's dropout rewriter really replaces (a constant rate, its exact patterns)
+    dropout_rewritten = {n for m in matches if m.kind == "dropout_training" and tf2onnx_replaces_dropout(
+        graph, m, folded) for n in m.nodes}
+    findings = inference_findings(graph, matches)
 
     results = []
     for route in wanted:
@@ -90,12 +104,44 @@ def check_graph(graph, target, routes=None):
                     "dropout in training mode with a constant rate: tf2onnx's dropout rewriter turns it into ONNX "
                     "Dropout, a no-op at inference", "none needed for the onnx route; rewrite strip_dropout removes it "
                     "for every route", "strip_dropout"))
-            results.append(result)
-    findings = inference_findings(graph, matches)
+            blocked = bool(custom) or any(f.severity == "blocker" for f in findings)
+            results.append(_ask_converter(graph, target, table, result, by_node, plugins, known_plugins, convert,
+                                          blocked, convert_timeout))
     covered = {n for f in findings for n in f.nodes}
     findings += _graph_findings(graph, [m for m in matches if not covered.issuperset(m.nodes)], results, custom)
     findings += unsafe_op_findings(graph)
+    if graph.format == "keras":
+        from pipeline.check.keras_lambda import explain_lambdas
+
+        explain_lambdas(graph, results, findings)
     return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
+
+
+def _ask_converter(graph, target, table, predicted, by_node, plugins, known_plugins, convert, blocked, timeout=None):
+    """The onnx route on tf2onnx's real output when it can run, else ``predicted`` labelled why not."""
+    from pipeline.check import convert_probe
+    from pipeline.check.findings import PREDICTED
+
+    predicted.basis = PREDICTED
+    if convert is False:
+        return predicted
+    if not convert_probe.available():
+        predicted.note = "TensorFlow or tf2onnx is not installed (pip install deploy[tf]), or {}=0".format(
+            convert_probe.CONVERT_ENV)
+        return predicted
+    if graph.format not in convert_probe.FORMATS or not graph.source:
+        predicted.note = "tf2onnx converts the frozen graph; this is a {} (deploy's freeze stage makes one)".format(
+            graph.format or "graph in memory")
+        return predicted
+    if blocked:
+        predicted.note = "the graph is NO before conversion (see every route)"
+        return predicted
+    conversion = convert_probe.convert(graph.source, predicted.opset, timeout=timeout)
+    result = convert_probe.converted_route(conversion, graph, target, table, by_node, plugins, known_plugins, predicted)
+    if result is None:
+        predicted.note = conversion.message
+        return predicted
+    return result
 
 
 def _plugins(target):
@@ -161,6 +207,8 @@ def _describe_model(graph):
         "opset": graph.opset,
         "inputs": [{"name": t, "dtype": input_dtype(graph, t), "shape": (graph.input_shapes or {}).get(t)} for t in graph.inputs],
         "outputs": list(graph.outputs),
+        # a SavedModel / meta graph read with a signature: every signature and its inputs (tf_reader)
+        "signatures": getattr(graph, "signatures", None),
     }
 
 

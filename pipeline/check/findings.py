@@ -6,12 +6,17 @@ from typing import Dict, List, Optional
 SEVERITIES = ("blocker", "warning", "info")
 # Routes in order of preference when several have no blocker.
 ROUTE_PREFERENCE = ("onnx", "uff", "tftrt")
+# The routes `deploy run` can take to an engine (stages.convert.format: onnx or uff, see
+# pipeline/config/schema.py). Only these give the verdict and the recommended route; TF-TRT keeps
+# part of the model in TensorFlow on the board and deploy run has no stage for it: information only.
+RUNNABLE_ROUTES = ("onnx", "uff")
+# RouteResult.basis: how the onnx route of a TensorFlow graph was judged
+CONVERTED = "converted"  # tf2onnx ran (in a subprocess, on the screened graph); its ONNX model was checked
+PREDICTED = "predicted"  # from the tf2onnx table: "predicted, tf2onnx not run"
 # deploy.check/2: a route's verdict is YES only with no blocker and nothing accepted but wrong;
-# graph-level findings (not an inference graph) count on every route; tftrt reports its share.
+# graph-level findings (not an inference graph) count on every route; tftrt reports its share;
+# only onnx and uff (RUNNABLE_ROUTES) make the verdict; routes say their basis (converted/predicted).
 SCHEMA = "deploy.check/2"
-# A TF-TRT route whose TensorRT engines run less than this share of the compute is ranked after
-# every route TensorRT runs whole.
-TFTRT_MINOR_SHARE = 0.5
 
 
 @dataclass
@@ -41,6 +46,24 @@ class RouteResult:
     note: str = ""
     opset: Optional[int] = None  # onnx route: the opset checked
     share: Optional[Dict] = None  # tftrt: what TensorRT would run {"nodes": 0..1, "compute": 0..1, ...}
+    basis: Optional[str] = None  # onnx route of a TF graph: CONVERTED or PREDICTED; None elsewhere
+    convert_seconds: Optional[float] = None  # the time the real tf2onnx conversion added
+    converter: Optional[Dict] = None  # {"tf2onnx": version, "opset": n, "onnx_nodes": n, "ops": [...], "log": [...]}
+
+    @property
+    def runnable(self):
+        """Whether `deploy run` can take this route to an engine (TF-TRT: information only)."""
+        return self.route in RUNNABLE_ROUTES
+
+    @property
+    def basis_label(self):
+        if self.basis == CONVERTED:
+            return "converted by tf2onnx{} (added {:.1f} s)".format(
+                " " + self.converter["tf2onnx"] if self.converter and self.converter.get("tf2onnx") else "",
+                self.convert_seconds or 0.0)
+        if self.basis == PREDICTED:
+            return "predicted, tf2onnx not run" + (": " + self.note if self.note else "")
+        return ""
 
     @property
     def blockers(self):
@@ -85,18 +108,21 @@ class CheckReport:
         return "YES" if self.problems(route) == 0 else "NO"
 
     def _rank(self, r):
-        minor = r.route == "tftrt" and r.share is not None and r.share.get("compute", 1.0) < TFTRT_MINOR_SHARE
         order = {name: i for i, name in enumerate(ROUTE_PREFERENCE)}
-        return (self.problems(r.route) > 0, minor, self.total_blockers(r.route), self.wrong(r.route),
-                order.get(r.route, 99))
+        return (self.problems(r.route) > 0, self.total_blockers(r.route), self.wrong(r.route), order.get(r.route, 99))
 
     @property
     def recommended(self):
-        """The route to take: one that converts and behaves first; a TF-TRT route whose engines run
-        little of the compute after the routes TensorRT runs whole; then the fewest blockers, the
-        fewest accepted-but-wrong findings; onnx > uff > tftrt on ties."""
-        usable = [r for r in self.routes if r.applicable]
+        """The route to take, among those `deploy run` can take (onnx, uff): one that converts and
+        behaves first; then the fewest blockers, the fewest accepted-but-wrong findings; onnx > uff
+        on ties. TF-TRT is never recommended: it is reported as information (``tftrt``)."""
+        usable = [r for r in self.routes if r.applicable and r.runnable]
         return min(usable, key=self._rank) if usable else None
+
+    @property
+    def tftrt(self):
+        """The TF-TRT route's result (information only), or None."""
+        return next((r for r in self.routes if r.route == "tftrt" and r.applicable), None)
 
     @property
     def deployable(self):
@@ -125,6 +151,10 @@ class CheckReport:
                     "opset": r.opset,
                     "note": r.note,
                     "share": r.share,
+                    "runnable": r.runnable,
+                    "basis": r.basis,
+                    "convert_seconds": r.convert_seconds,
+                    "converter": r.converter,
                     "findings": [f.to_dict() for f in r.findings],
                     "accepted_but_wrong": [f.to_dict() for f in r.accepted_but_wrong],
                 }

@@ -1,4 +1,4 @@
-"""`deploy check` output: a terminal report, JSON (schema deploy.check/1), Markdown and JUnit XML."""
+"""`deploy check` output: a terminal report, JSON (schema deploy.check/2), Markdown and JUnit XML."""
 
 import json
 
@@ -35,10 +35,16 @@ def _share(r):
         r.share["nodes"], r.share["compute"], " (estimated)" if r.share.get("estimated") else "")
 
 
+_TFTRT_INFO = ("information only: deploy run takes onnx or uff; TF-TRT runs inside TensorFlow, so the device would "
+               "need TensorFlow with TF-TRT, and the nodes TensorRT does not take run in TensorFlow")
+
+
 def _route_line(report, r):
     if not r.applicable:
         return "{}: N/A ({})".format(r.route, r.note)
-    extra = "; " + r.note if r.note else ""
+    extra = "; " + (r.basis_label if r.basis else r.note) if r.basis or r.note else ""
+    if not r.runnable:
+        extra += "; " + _TFTRT_INFO
     return "{}: {} — {} ({}; table {}){}{}".format(
         r.route, report.verdict(r.route), _counts(report, r.route), r.detail, r.table, extra, _share(r))
 
@@ -49,18 +55,25 @@ def recommendation(report):
         return "no route applies"
     parts = []
     for r in sorted((r for r in report.routes if r.applicable), key=lambda r: r is not best):
-        parts.append("{}{}: {}".format(r.route, " at opset {}".format(r.opset) if r.opset else "", _counts(report, r.route)))
+        parts.append("{}{}: {}{}".format(r.route, " at opset {}".format(r.opset) if r.opset else "", _counts(report, r.route),
+                                         " (information only)" if not r.runnable else ""))
     return "; ".join(parts)
 
 
 def verdict_lines(report):
     """The verdict, what makes it NO, and what `deploy rewrite --auto` would make of it."""
     best = report.recommended
-    lines = ["verdict: {} — recommended route: {}".format("YES" if report.deployable else "NO",
-                                                         recommendation(report) if best else "none")]
-    if best is not None and best.route == "tftrt" and report.deployable:
-        lines.append("  TF-TRT runs inside TensorFlow: the device needs TensorFlow with TF-TRT, and the nodes "
-                     "TensorRT does not take run in TensorFlow")
+    lines = ["verdict: {} — recommended route: {}".format(
+        "YES" if report.deployable else "NO",
+        recommendation(report) if best else "none that deploy run can take (onnx, uff)")]
+    if best is not None and best.basis:
+        lines.append("  onnx route: " + best.basis_label)
+    tftrt = report.tftrt
+    if tftrt is not None and tftrt.share:
+        lines.append("  TF-TRT (information, never the verdict): {} — TensorRT would run {:.0%} of the nodes and {:.0%} of "
+                     "the compute{}; the rest runs in TensorFlow, so the device needs TensorFlow with TF-TRT".format(
+                         report.verdict("tftrt"), tftrt.share["nodes"], tftrt.share["compute"],
+                         " (estimated)" if tftrt.share.get("estimated") else ""))
     p = report.prediction
     if p:
         lines.append("after `deploy rewrite --auto`: {} — {}{} (predicted on the graph in memory; deploy rewrite "
@@ -78,10 +91,22 @@ def _finding_lines(f, indent="  "):
     return lines
 
 
+def signature_lines(model):
+    """A SavedModel's signatures, one line each, when it has more than one (the checked one is the
+    ``--signature``, default serving_default)."""
+    signatures = model.get("signatures")
+    if not signatures or len(signatures) < 2:
+        return []
+    from pipeline.graph.tf_reader import describe_signatures
+
+    return describe_signatures(signatures)
+
+
 def format_text(report):
     m, t = report.model, report.target
     lines = ["{} ({}, {} nodes, {} op types) for {} ({})".format(
         m["path"], m["format"], m["nodes"], m["op_types"], t["name"], target_label(t))]
+    lines += ["  " + line for line in signature_lines(m)]
     for r in report.routes:
         lines.append("")
         lines.append(_route_line(report, r))
@@ -114,6 +139,8 @@ def format_markdown(report):
     out = ["# deploy check: {}".format(m["path"]), "",
            "Target **{}** ({}). Model: {}, {} nodes.".format(t["name"], target_label(t), m["format"], m["nodes"]),
            "", "**Verdict: {}** — {}".format("YES" if report.deployable else "NO", recommendation(report)), ""]
+    if signature_lines(m):
+        out[4:4] = ["- " + line for line in signature_lines(m)] + [""]
     out += ["> " + line for line in verdict_lines(report)[1:]]
     out += ["", "| route | verdict | blockers | accepted but wrong | table | detail |", "|---|---|---|---|---|---|"]
     for r in report.routes:

@@ -155,10 +155,20 @@ def _onnx_accepts_tf_op(op, tf2onnx, opset, table):
     return tf2onnx.handled(op, opset) and emitted is not None and all(table.is_supported(o) for o in emitted)
 
 
-def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
+def check_onnx_model(graph, target, table, by_node, plugins, known_plugins, model=None):
+    """An ONNX model on the onnx route: op support, plugins and attribute values of its nodes here;
+    every tensor's type, the bodies of If/Loop/Scan, the table's restrictions and the opset range in
+    onnx_rules.onnx_findings (on ``model``, or the ModelProto read from graph.source)."""
+    from pipeline.check import onnx_rules
+    from pipeline.check.onnx_types import load_model
+
     opset = graph.opset
     result = RouteResult("onnx", table.name, "opset {}, {}".format(opset, onnx_runtime_label(target, table)), opset=opset)
-    if opset is not None and opset > target.max_opset:
+    if model is None:
+        model = load_model(graph.source) if graph.source else None
+    if model is not None:
+        result.findings += onnx_rules.onnx_findings(model, table, target, plugins=plugins, known_plugins=known_plugins)
+    elif opset is not None and opset > target.max_opset:
         result.findings.append(Finding(
             "blocker", "onnx", "opset", None, [],
             "the model is at ONNX opset {}; {} parses up to opset {}".format(
@@ -168,7 +178,9 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
     unknown = OrderedDict()
     supported = _per_op(table.is_supported)
     for node in graph.nodes.values():
-        if node.domain not in ("", "ai.onnx") or node.op in known_plugins:
+        standard = node.domain in ("", "ai.onnx")
+        # a standard op the parser imports natively (ScatterElements on 8.x) never reaches its plugin fallback
+        if not standard or (node.op in known_plugins and not supported(node.op)):
             unknown.setdefault(node.op, []).append(node.name)
             continue
         if not supported(node.op):
@@ -200,7 +212,8 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins):
                     onnx_runtime_label(target, table), op, ": " + reason if reason else ""),
                 "replace {} with supported ops, or cut it out of the graph".format(op))
             result.findings.append(Finding("blocker", "onnx", "unsupported_op", op, names, cause, fix, rewrite))
-    result.findings += _dtype_findings("onnx", graph, table, target)
+    if model is None:
+        result.findings += _dtype_findings("onnx", graph, table, target)
     result.findings += _dynamic_warnings("onnx", graph)
     _accepted_but_wrong(result, graph, by_node, lambda op: table.is_supported(op))
     return result
@@ -241,18 +254,31 @@ def _accepted_but_wrong(result, graph, by_node, accepts, skip=()):
 
 
 def _dtype_findings(route, graph, table, target):
+    from pipeline.targets.optables import normalize_type
+
     accepted = set(getattr(table, "data_types", None) or ())
     if not accepted:
         return []
+    # the parser's own input types (convertDtype at the table's commit): INT32 on 8.x although
+    # operators.md's data-type line leaves it out; UINT8 from 8.5 on (network I/O only)
+    io_types = set(getattr(table, "io_types", None) or ())
+    quantized = set(getattr(table, "quantized_types", None) or ())
     findings = []
     for tensor, dtype in _input_types(graph):
         name = _TYPE_NAMES.get(dtype, dtype.upper())
-        if name in accepted or (name == "FLOAT32" and "FLOAT" in accepted):
+        if name in accepted and normalize_type(name) not in quantized or (name == "FLOAT32" and "FLOAT" in accepted):
+            continue
+        if normalize_type(name) in io_types and normalize_type(name) not in quantized:
             continue
         if name == "INT64":
             findings.append(Finding("warning", route, "dtype", None, [tensor],
                                     "input {} is INT64; TensorRT {} casts INT64 to INT32".format(tensor, target.tensorrt),
                                     "use int32 inputs (rewrite int64_to_int32) if values can exceed 2^31", "int64_to_int32"))
+        elif normalize_type(name) in quantized:
+            findings.append(Finding("blocker", route, "dtype", None, [tensor],
+                                    "input {} is {}; TensorRT {} takes {} only through QuantizeLinear/DequantizeLinear, "
+                                    "never as a network input".format(tensor, name, target.tensorrt, name),
+                                    "feed float32 and quantize inside the model, or let TensorRT calibrate (int8 precision)"))
         else:
             findings.append(Finding("blocker", route, "dtype", None, [tensor],
                                     "input {} is {}; TensorRT {} has no {} tensors".format(tensor, name, target.tensorrt, name),

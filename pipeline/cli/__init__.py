@@ -135,13 +135,21 @@ def build_parser():
     out.add_argument("--json", action="store_true", help="machine-readable events, one JSON object per line on stdout")
 
     p = add("check", cmd_check)
-    p.add_argument("model", help="frozen .pb/.pbtxt, SavedModel directory, .keras/.h5, TF1 .meta or .onnx")
+    p.add_argument("model", nargs="+", help="frozen .pb/.pbtxt, SavedModel directory, .keras/.h5, TF1 .meta or .onnx; "
+                   "several, or a folder (every model in it): one verdict each, then a summary table, exit code the "
+                   "worst (1 unreadable > 2 NO > 0)")
     p.add_argument("--target", "-t", required=True, help="a target name (deploy targets) or a target .yaml file")
     p.add_argument("--route", action="append", choices=("uff", "onnx", "tftrt"),
                    help="check only this route (repeatable; default: every route the target has)")
     p.add_argument("--format", default="text", choices=("text", "json", "markdown"), help="report format (default text)")
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report for CI")
     p.add_argument("--signature", default="serving_default", help="SavedModel signature to check (default serving_default)")
+    p.add_argument("--no-convert", dest="convert", action="store_false", default=None,
+                   help="predict the onnx route from the tables only; do not run tf2onnx on a frozen graph "
+                        "(the report says \"predicted, tf2onnx not run\")")
+    p.add_argument("--convert-timeout", type=_positive, metavar="SECONDS",
+                   help="time limit of the tf2onnx subprocess (default: $DEPLOY_CHECK_CONVERT_TIMEOUT, else 120)")
+    add_trust(p)  # a Keras Lambda layer's Python code is loaded (and traced) only with it
 
     p = add("rewrite", cmd_rewrite)
     p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt) or an .onnx model")

@@ -72,7 +72,7 @@ def cmd_compare(args):
 
     from pipeline.errors import EXIT_DIFFERENT
     from pipeline.report.collect import expand_history, load_run
-    from pipeline.report.compare import compare_runs, format_junit, format_markdown, format_text
+    from pipeline.report.compare import compare_runs, format_junit, format_markdown, format_text, write_comparison
 
     if not math.isfinite(args.k):
         raise DeployError("--k {}: must be a finite number above 0".format(args.k))
@@ -87,7 +87,7 @@ def cmd_compare(args):
     if args.junit:
         _write_or_fail(args.junit, format_junit(result), "--junit")
     if args.output:
-        _write_or_fail(args.output, as_json + "\n", "-o")
+        write_comparison(args.output, result)  # checked against deploy.comparison/2, what deploy report reads
     return 0 if result["verdict"] == "pass" else EXIT_DIFFERENT
 
 
@@ -108,8 +108,18 @@ def cmd_check(args):
     from pipeline.files import write_text
     from pipeline.targets import load_target
 
+    from pipeline.check import zoo
+
     target = load_target(args.target)
-    report = check_model(args.model, target, routes=args.route, signature=args.signature)
+    models = args.model if isinstance(args.model, list) else [args.model]
+    convert = {"convert": getattr(args, "convert", None), "convert_timeout": getattr(args, "convert_timeout", None)}
+    if zoo.is_zoo(models):
+        entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, **convert)
+        print(zoo.FORMATS[args.format](entries))
+        if args.junit:
+            _write_or_fail(args.junit, zoo.format_junit(entries), "--junit")
+        return zoo.exit_code(entries)
+    report = check_model(models[0], target, routes=args.route, signature=args.signature, **convert)
     print(FORMATS[args.format](report))
     if args.junit:
         try:

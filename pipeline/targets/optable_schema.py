@@ -16,6 +16,11 @@ Schema of a table file (every key but ``ops`` describes the table as a whole)::
     opset: {min: null, max: 13}   # onnx tables only; min null: the source states no lower bound
     opset_statement: ...          # the source's own words on opsets
     data_types: [DOUBLE, FLOAT32, ...]  # ONNX tensor types the parser accepts, if the source says (DATA_TYPES)
+    io_types: [FP32, FP16, INT32, ...]  # onnx tables: types a network input/output may have (the parser's convertDtype)
+    cast_down: {INT64: INT32}     # onnx tables: types the parser converts to another (weights and inputs)
+    quantized_types: [INT8]       # onnx tables: valid only through QuantizeLinear/DequantizeLinear
+    io_only_types: [UINT8]        # onnx tables: valid only as network inputs/outputs
+    source_commit: <sha>          # the commit of the source the table is generated from
     precisions: [fp16, int8]      # dla only: the precisions the route runs
     unlisted: unsupported         # an op missing from the table: unsupported, or stays_in_tensorflow (tftrt)
     sources: [...]                # where the facts come from, verbatim
@@ -205,6 +210,12 @@ class OpTable(BaseModel):
     opset: Optional[OpsetRange] = None  # onnx tables only
     opset_statement: Optional[str] = None
     data_types: Optional[Tuple[Literal[DATA_TYPES], ...]] = Field(default=None, min_length=1)
+    # Tensor-type facts from the parser source (onnx tables; None: the table does not say).
+    io_types: Optional[Tuple[DataType, ...]] = None  # a network input/output may have these types
+    cast_down: Dict[DataType, DataType] = Field(default_factory=dict)  # the parser converts key to value
+    quantized_types: Tuple[DataType, ...] = ()  # valid only through QuantizeLinear/DequantizeLinear
+    io_only_types: Tuple[DataType, ...] = ()  # valid only as network inputs/outputs
+    source_commit: Optional[str] = Field(default=None, pattern=r"^[0-9a-f]{7,40}$")
     precisions: Optional[Tuple[Literal[PRECISIONS], ...]] = Field(default=None, min_length=1)
     unlisted: Literal[UNLISTED]
     sources: Tuple[str, ...] = Field(min_length=1)
@@ -220,7 +231,7 @@ class OpTable(BaseModel):
     def _version_is_quoted(cls, value):
         return _not_a_number(value, "tensorrt")
 
-    @field_validator("data_types", "precisions")
+    @field_validator("data_types", "precisions", "io_types", "quantized_types", "io_only_types")
     @classmethod
     def _no_duplicates(cls, value):
         return value if value is None else _unique(value)
@@ -244,6 +255,9 @@ class OpTable(BaseModel):
             raise ValueError("an onnx table needs opset: {min: ..., max: ...}")
         if self.route != "onnx" and self.opset is not None:
             raise ValueError(f"opset is for onnx tables; this table's route is {self.route!r}")
+        typed = self.io_types is not None or self.cast_down or self.quantized_types or self.io_only_types
+        if typed and self.route != "onnx":
+            raise ValueError("io_types, cast_down, quantized_types and io_only_types are for onnx tables")
         if self.precisions is not None and self.route != "dla":
             raise ValueError("precisions is for dla tables; the other routes take the target's precisions")
         return self

@@ -33,7 +33,9 @@ def test_check_rewrite_check_and_the_reference(scenario):
     uff = next(r for r in report["routes"] if r["route"] == "uff")
     assert uff["verdict"] == "NO" and {f["op"] for f in uff["findings"]} >= {"FusedBatchNormV3", "RandomUniform"}
     onnx = next(r for r in report["routes"] if r["route"] == "onnx")
-    assert {f["op"] for f in onnx["accepted_but_wrong"]} == {"GreaterEqual/RandomUniform/SelectV2", "FusedBatchNormV3"}
+    # converted by tf2onnx (ONNX op names) or predicted (TF op names): the random dropout and the training-mode BN
+    wrong = {f["op"] for f in onnx["accepted_but_wrong"]}
+    assert any("RandomUniform" in op for op in wrong) and any("BatchNorm" in op for op in wrong), wrong
 
     out = directory / "deployable.pb"
     res = deploy("rewrite", train, "--target", "jetson_tx2", "-o", out, "--auto", "--checkpoint", ckpt, "--reference", ref)

@@ -159,8 +159,12 @@ def test_tftrt_with_little_compute_in_tensorrt_ranks_after_full_tensorrt_routes(
 
     report = CheckReport({}, {}, [result("onnx", 0), result("tftrt", 0, compute=0.2)], [])
     assert report.recommended.route == "onnx"
+    # issue 20 point 4: the old answer (tftrt recommended, YES) was wrong: deploy run cannot take TF-TRT
+    # (stages.convert.format is onnx or uff), so a YES resting on it promised an engine nobody builds
     report = CheckReport({}, {}, [result("uff", 1), result("tftrt", 0, compute=0.2)], [])
-    assert report.recommended.route == "tftrt" and report.deployable  # the only route that converts and behaves
+    assert report.recommended.route == "uff" and not report.deployable and report.verdict("tftrt") == "YES"
+    report = CheckReport({}, {}, [result("uff", 0), result("tftrt", 0, compute=1.0)], [])
+    assert report.recommended.route == "uff" and report.deployable
     report = CheckReport({}, {}, [result("uff", 1), result("onnx", 2), result("tftrt", 0, compute=0.2)], [])
     report.findings.append(Finding("blocker", "all", "not_inference_graph", "V", ["v"], "", ""))
     assert report.recommended.route == "uff"  # every route NO: TF-TRT running 20% does not win on count
