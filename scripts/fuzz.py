@@ -3,6 +3,8 @@
 
     python scripts/fuzz.py readers --seconds 600          # by hand: ten minutes
     python scripts/fuzz.py config --runs 2000 --seed 1    # bounded and repeatable (what the test runs)
+    python scripts/fuzz.py runs --seconds 600             # deploy report / compare on a mutated run folder
+    python scripts/fuzz.py agent --seconds 60             # the agent's answer line, as the host reads it
 
 The corpus lives in tests/fuzz/corpus/<target>/ (seeds checked in; new interesting inputs are
 added there while fuzzing, so a long run by hand grows it: commit what it adds). A crash is
@@ -23,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("target", choices=("readers", "config"))
+    parser.add_argument("target", choices=("readers", "config", "runs", "agent"))
     parser.add_argument("--seconds", type=int, help="stop after this many seconds")
     parser.add_argument("--runs", type=int, help="stop after this many inputs")
     parser.add_argument("--seed", type=int, default=0, help="libFuzzer seed (0: random)")
@@ -39,6 +41,15 @@ def main():
         import pipeline.config.source  # noqa: F401
         import pipeline.graph.readers  # noqa: F401
         import pipeline.graph.onnx_reader  # noqa: F401
+        import pipeline.report  # noqa: F401  (runs: report, compare and the records they read)
+        import pipeline.report.collect  # noqa: F401
+        import pipeline.report.compare  # noqa: F401
+        import pipeline.report.html  # noqa: F401
+        import pipeline.report.markdown  # noqa: F401
+        import pipeline.report.verdict  # noqa: F401
+        import pipeline.records  # noqa: F401
+        import pipeline.device.process  # noqa: F401  (agent: the answer line and the client's reading of it)
+        import pipeline.device.client  # noqa: F401
 
     corpus = ROOT / "tests" / "fuzz" / "corpus" / args.target
     crashes = ROOT / "tests" / "fuzz" / "crashes"

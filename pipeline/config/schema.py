@@ -178,6 +178,23 @@ class DeviceSection(_Section):
     on_version_mismatch: Literal["error", "warn"] = Field("error", description="When the board's TensorRT is not the target file's.")
     power: bool = Field(True, description="Sample tegrastats during the benchmark (power per rail, energy per inference).")
 
+    @field_validator("host", "user")
+    @classmethod
+    def _not_an_option(cls, v):
+        # ssh reads an argument that starts with "-" as an option (deploy also passes "--" before the destination)
+        if v is not None and (not v.strip() or v.startswith("-") or any(c.isspace() or ord(c) < 32 for c in v)):
+            raise ValueError("{!r}: must be a name without spaces or control characters that does not start with '-' "
+                             "(ssh would read it as an option)".format(v))
+        return v
+
+    @field_validator("work_dir")
+    @classmethod
+    def _work_dir_named(cls, v):
+        if not v.strip() or "\0" in v:
+            raise ValueError("{!r}: give a folder (an empty one would put the agent in the current "
+                             "folder); e.g. ~/.cache/deploy-device".format(v))
+        return v
+
     @model_validator(mode="after")
     def _ssh_needs_host(self):
         if self.transport == "ssh" and not self.host:

@@ -21,11 +21,20 @@ def device_for(config, progress=None):
     key = id(config.device)
     device = _OPEN.get(key)
     if device is None:
-        device = Device(config.device, progress, python=python_for(config))
+        device = Device(config.device, progress, python=python_for(config), run_dir=run_folder(config))
         _OPEN[key] = device
     elif progress is not None:
         device.transport.progress = progress
     return device
+
+
+def run_folder(config):
+    """The run folder of ``config`` (run.dir/run.name) when it exists (ssh keeps its control socket there), else None."""
+    run = getattr(config, "run", None)
+    if run is None:
+        return None
+    folder = Path(run.dir) / run.name
+    return folder if folder.is_dir() else None
 
 
 def python_for(config):
@@ -57,9 +66,9 @@ def close_all():
 
 
 class Device:
-    def __init__(self, cfg, progress=None, python=None):
+    def __init__(self, cfg, progress=None, python=None, run_dir=None):
         self.cfg = cfg
-        self.transport = open_transport(cfg, progress, python)
+        self.transport = open_transport(cfg, progress, python, run_dir)
         self._ping = None
         self._probe = None
 
@@ -71,16 +80,31 @@ class Device:
 
     def ping(self):
         if self._ping is None:
-            self._ping = self.call({"command": "ping"}, timeout=60, what="ping")
+            ping = self._object(self.call({"command": "ping"}, timeout=60, what="ping"), "ping")
+            if not isinstance(ping.get("has", {}), dict):
+                raise self._not_agent("ping", "has", ping.get("has"))
+            self._ping = ping
         return self._ping
 
     def probe(self):
         if self._probe is None:
-            self._probe = self.call({"command": "probe"}, timeout=120, what="probe")
+            self._probe = self._object(self.call({"command": "probe"}, timeout=120, what="probe"), "probe")
         return self._probe
 
+    def _object(self, result, what):
+        """The agent's result for ``what`` when it is a JSON object, else a one-line DeviceError."""
+        if not isinstance(result, dict):
+            raise self._not_agent(what, "result", result)
+        return result
+
+    def _not_agent(self, what, key, value):
+        shown = repr(value)
+        return DeviceError("the agent on {} answered {} with {} {} where an object belongs; is {} running this "
+                           "deploy's agent?".format(self.describe(), what, key, shown if len(shown) < 80 else
+                                                    shown[:77] + "...", self.transport.python_setting()))
+
     def has(self, module):
-        return bool(self.ping().get("has", {}).get(module))
+        return bool((self.ping().get("has") or {}).get(module))
 
     def backend(self):
         """The backend the benchmark uses there: device.backend, or auto's choice. An interpreter without

@@ -2,15 +2,22 @@
 serving a run (``AgentProcess``: a JSON line in, a JSON line out). The agent's progress lines on
 stderr (``deploy-agent: ...``) go to the transport's progress log as they come; the rest is kept for
 the error message.
+
+Every command starts in a process group of its own (``start_new_session``): a timeout, a stop or a
+kill ends the whole group, so nothing the agent started (a trtexec, a tegrastats sampler, a shell's
+children) outlives it.
 """
 
 import json
+import os
+import signal
 import subprocess
 import threading
 
 from pipeline.device.errors import DeviceError
 
 AGENT_PREFIX = "deploy-agent: "
+REMOTE_PID = "deploy-agent-pid: "  # the ssh transport's first stderr line: the agent's process group on the board
 
 
 def agent_progress(transport, line):
@@ -19,6 +26,38 @@ def agent_progress(transport, line):
         return False
     transport.log("device: " + line[len(AGENT_PREFIX):])
     return True
+
+
+def _popen(argv, **kw):
+    return subprocess.Popen(argv, start_new_session=True, **kw)
+
+
+def kill_group(proc, sig=signal.SIGKILL):
+    """Send ``sig`` to ``proc``'s process group (its children included), then reap ``proc``. The group
+    id is the leader's pid, which is not handed out again while any process of the group lives."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if sig == signal.SIGKILL:
+        proc.wait()
+
+
+def parse_answer(raw, where, what):
+    """The agent's answer line as a dict with a boolean ``ok`` (and ``result`` when ok), or a one-line
+    DeviceError: the line is the board's output, not to be trusted to have the shape."""
+    shown = raw[:200] if isinstance(raw, bytes) else str(raw)[:200]
+    try:
+        answer = json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+    except (ValueError, RecursionError):
+        raise DeviceError("the agent on {} answered {} with something that is not JSON: {!r}".format(where, what, shown))
+    if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool) or (answer["ok"] and "result" not in answer):
+        raise DeviceError("the agent on {} answered {} with JSON that is not an answer (an object with ok and result or "
+                          "error): {!r}; is device.python running this deploy's agent?".format(where, what, shown))
+    if not answer["ok"]:
+        answer = dict(answer, kind=str(answer.get("kind") or "internal"),
+                      error=" ".join(str(answer.get("error") or "no message").split())[:2000])
+    return answer
 
 
 class AgentProcess:
@@ -30,11 +69,12 @@ class AgentProcess:
 
         self.transport = transport
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.proc = _popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as e:
             raise DeviceError("cannot run {}: {}; install it (apt install openssh-client)".format(argv[0], e.strerror))
         self.answers = queue.Queue()
         self.errors = []
+        self.remote_pid = None
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.stderr_reader.start()
@@ -47,7 +87,9 @@ class AgentProcess:
     def _read_stderr(self):
         for raw in iter(self.proc.stderr.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip()
-            if not agent_progress(self.transport, line) and line:
+            if line.startswith(REMOTE_PID) and self.remote_pid is None and line[len(REMOTE_PID):].isdigit():
+                self.remote_pid = int(line[len(REMOTE_PID):])
+            elif not agent_progress(self.transport, line) and line:
                 self.errors.append(line)
 
     def poll(self):
@@ -64,27 +106,30 @@ class AgentProcess:
         try:
             raw = self.answers.get(timeout=timeout)
         except queue.Empty:
-            self.stop()
+            self.stop(kill=True)
             raise DeviceError("{} on {} took longer than {} s; check the board (tegrastats) and re-run".format(
                 what, self.transport.describe(), timeout))
         if raw is None:
             code = self.proc.wait()
             self.stderr_reader.join(timeout=5)
+            kill_group(self.proc)  # what it started goes with it
             raise self.transport.agent_exited(code, "\n".join(self.errors), what)
-        try:
-            return json.loads(raw.decode("utf-8", "replace"))
-        except ValueError:
-            raise DeviceError("the agent on {} answered {} with something that is not JSON: {}".format(
-                self.transport.describe(), what, raw[:200]))
+        return parse_answer(raw, self.transport.describe(), what)
 
-    def stop(self):
-        if self.proc.poll() is None:
+    def stop(self, kill=False):
+        """End the agent: its stdin closed (it leaves its loop) or, with ``kill`` or after 10 s, its whole
+        process group killed; what it started and left behind is ended either way."""
+        ended = self.proc.poll() is not None
+        if not ended and not kill:
             try:
                 self.proc.stdin.close()
                 self.proc.wait(timeout=10)
+                ended = True
             except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+                pass
+        kill_group(self.proc)
+        if not ended and self.remote_pid is not None:  # over ssh the agent runs on: end it there too
+            self.transport.end_remote(self.remote_pid)
 
 
 class Result:
@@ -92,13 +137,28 @@ class Result:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def run_command(argv, stdin, timeout, what, transport, stream):
-    """Run ``argv``; stderr lines from the agent (``deploy-agent: ...``) go to the progress log as they come."""
+def run_command(argv, stdin, timeout, what, transport, stream, stdin_path=None, stdout_path=None):
+    """Run ``argv``; stderr lines from the agent (``deploy-agent: ...``) go to the progress log as they come.
+    ``stdin_path``/``stdout_path``: a file streamed in or written (a model sent or fetched), not held in memory."""
+    opened = []
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        source = open(str(stdin_path), "rb") if stdin_path is not None else subprocess.PIPE
+        if stdin_path is not None:
+            opened.append(source)
+        sink = open(str(stdout_path), "wb") if stdout_path is not None else subprocess.PIPE
+        if stdout_path is not None:
+            opened.append(sink)
+        proc = _popen(argv, stdin=source, stdout=sink, stderr=subprocess.PIPE)
     except OSError as e:
+        for handle in opened:
+            handle.close()
+        if e.filename in (str(stdin_path), str(stdout_path)):
+            raise DeviceError("cannot {} {}: {}".format("read" if e.filename == str(stdin_path) else "write",
+                                                        e.filename, e.strerror))
         raise DeviceError("cannot run {} for {}: {}; install it (apt install openssh-client)".format(
             argv[0], what, e.strerror))
+    for handle in opened:
+        handle.close()  # the child has its own copies
     errors, chunks = [], []
 
     def read_stderr():
@@ -107,26 +167,26 @@ def run_command(argv, stdin, timeout, what, transport, stream):
             if not (stream and agent_progress(transport, line)):
                 errors.append(line)
 
-    readers = [threading.Thread(target=read_stderr, daemon=True),
-               threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)]
+    readers = [threading.Thread(target=read_stderr, daemon=True)]
+    if stdout_path is None:
+        readers.append(threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True))
     for reader in readers:
         reader.start()
     try:
-        try:
-            if stdin:
-                proc.stdin.write(stdin)
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass  # the command ended without reading: its exit code and stderr say why
+        if stdin_path is None:
+            try:
+                if stdin:
+                    proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # the command ended without reading: its exit code and stderr say why
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        kill_group(proc)
         raise DeviceError("{} on {} took longer than {} s; check the board (tegrastats) and re-run".format(
             what, transport.describe(), timeout))
     except BaseException:
-        proc.kill()
-        proc.wait()
+        kill_group(proc)
         raise
     for reader in readers:
         reader.join()

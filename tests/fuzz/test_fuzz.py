@@ -20,15 +20,41 @@ CASES = sorted((kind, path) for kind in targets.TARGETS for folder in ("corpus",
                for path in (HERE / folder / kind).glob("*") if path.is_file())
 
 
-@pytest.mark.parametrize("kind, path", CASES, ids=["{}/{}/{}".format(k, p.parent.parent.name, p.name) for k, p in CASES])
+# corpus cases that still crash, each waiting on a fix outside tests/fuzz (strict: the mark must go with the fix)
+KNOWN = {"runs/deep_nesting_report": "pipeline/records.py read() does not catch json's RecursionError "
+                                     "(requests-h14.md)",
+         "runs/deep_nesting_compare": "pipeline/records.py read() does not catch json's RecursionError "
+                                      "(requests-h14.md)"}
+
+
+def _case(kind, path):
+    reason = KNOWN.get("{}/{}".format(kind, path.name))
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+    return pytest.param(kind, path, marks=marks, id="{}/{}/{}".format(kind, path.parent.parent.name, path.name))
+
+
+@pytest.mark.parametrize("kind, path", [_case(k, p) for k, p in CASES])
 def test_replay(kind, path):
     """A DeployError or a result; any other exception fails here (the target asserts one line)."""
     targets.TARGETS[kind](path.read_bytes())
 
 
+def test_the_runs_corpus_has_every_cause_of_issue_22():
+    """Each wrong shape issue 22 reproduced (24 tracebacks in deploy report / compare, 12 causes, and the gate's
+    impossible figures) is a corpus case, for report and for compare."""
+    names = {p.name for p in (HERE / "corpus" / "runs").glob("*")}
+    causes = ("stages_not_objects", "manifest_duration_string", "batch_size_list", "latency_string",
+              "percentiles_short", "where_a_string", "iterations_negative", "history_epochs_numbers", "latency_nan",
+              "latency_infinite", "latency_negative", "latency_zero", "deployable_no", "benchmark_a_list",
+              "results_a_string", "check_newer", "benchmark_newer")
+    missing = ["{}_{}".format(c, cmd) for c in causes for cmd in ("report", "compare")
+               if "{}_{}".format(c, cmd) not in names]
+    assert not missing and {"history_finished_number", "history_latency_nan", "markdown_script_note"} <= names, missing
+
+
 @pytest.mark.fuzz
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, runs", [("readers", 20000), ("config", 3000)])
+@pytest.mark.parametrize("kind, runs", [("readers", 20000), ("config", 3000), ("runs", 500), ("agent", 20000)])
 def test_bounded_fuzz_run(kind, runs):
     pytest.importorskip("atheris")
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "fuzz.py"), kind, "--runs", str(runs), "--seed", "1",
