@@ -38,6 +38,108 @@ def test_light_commands_import_nothing_heavy(argv):
     assert "HEAVY=\n" in res.stdout, res.stdout
 
 
+def _verbs():
+    from pipeline.cli import verb_names
+
+    return verb_names()
+
+
+@pytest.mark.parametrize("verb", _verbs(), ids=" ".join)
+def test_every_verb_has_help_and_imports_nothing_heavy(verb):
+    """Over the parser's own list of verbs and actions (a new verb is tested without being named here)."""
+    res = probe(verb + ["--help"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("usage: deploy " + " ".join(verb)), res.stdout
+    assert "HEAVY=\n" in res.stdout, res.stdout
+
+
+def test_the_verb_list_is_the_parser():
+    from pipeline.cli import VERBS
+
+    top = [v[0] for v in _verbs() if len(v) == 1]
+    assert top == ["run", "check", "rewrite", "consistency", "diff", "unfreeze", "report", "compare", "validate",
+                   "schema", "targets", "ckpt", "device", "data"]
+    assert [m.__name__.rsplit(".", 1)[1] for m in VERBS] == top  # one module per verb, named after it
+    assert ["ckpt", "inspect"] in _verbs() and ["device", "probe"] in _verbs() and ["data", "shapes"] in _verbs()
+
+
+def test_route_choices_come_from_the_targets_list():
+    from pipeline.targets.device import ROUTES
+
+    res = deploy("check", "model.pb", "-t", "jetson_tx2", "--route", "trt")
+    assert res.returncode == 1
+    assert res.stderr == "deploy: error: argument --route: invalid choice: 'trt' (choose from {}) (see: deploy check " \
+                         "--help)\n".format(", ".join(repr(r) for r in ROUTES))
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--cut", "a/b"], "--cut"),
+    (["--input-shape", "input=1,8,8,3", "--outputs", "out"], "--input-shape, --outputs"),
+    (["--checkpoint", "c", "--reference", "r.pb", "--dataset", "d"], "--checkpoint, --reference, --dataset"),
+])
+def test_rewrite_refuses_tensorflow_flags_for_onnx(tmp_path, flags, named):
+    res = deploy("rewrite", tmp_path / "m.onnx", "-t", "jetson_tx2", "-o", tmp_path / "out.onnx", "--auto", *flags)
+    assert res.returncode == 1
+    assert res.stderr == "deploy: error: {}: only for a TensorFlow graph; {} is an ONNX model\n".format(
+        named, tmp_path / "m.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--input-shape", "input=1,x,3"), ("--cut", "node=a")])
+def test_rewrite_dims_are_parsed_by_argparse(tmp_path, flag, value):
+    res = deploy("rewrite", tmp_path / "m.pb", "-t", "jetson_tx2", "-o", tmp_path / "o.pb", "--auto", flag, value)
+    assert res.returncode == 1
+    assert res.stderr.startswith("deploy: error: argument {}: ".format(flag))
+    assert "expected comma-separated dimensions, e.g. 1,224,224,3" in res.stderr
+
+
+def test_rewrite_pass_options_from_flags():
+    from pipeline.cli.verbs.rewrite import pass_options
+    from pipeline.cli.args import named_dims, node_dims
+
+    assert pass_options() == {"bn_inference": {}}
+    assert pass_options("c.ckpt", named_dims("1,?,8,3"), [node_dims("a/b=1,4"), node_dims("c")]) == {
+        "bn_inference": {"checkpoint": "c.ckpt"},
+        "set_input_shape": {"input": None, "shape": [1, None, 8, 3]},
+        "cut": {"inputs": {"a/b": [1, 4], "c": None}}}
+
+
+def test_json_is_a_deprecated_alias_of_format_json():
+    from pipeline.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["run", "c.yaml"], ["device", "probe", "c.yaml"]):
+        assert parser.parse_args(argv).format == "text"
+        assert parser.parse_args(argv + ["--json"]).format == "json"
+        assert parser.parse_args(argv + ["--format", "json"]).format == "json"
+    assert "deprecated: the same as --format json" in deploy("run", "--help").stdout
+
+
+def test_run_json_errors_are_events_on_stdout():
+    import json
+
+    for flag in (["--json"], ["--format", "json"]):
+        res = deploy("run", "configs/nope.yaml", *flag)
+        assert res.returncode == 1
+        assert json.loads(res.stdout) == {"event": "error", "message": "configs/nope.yaml: config file not found", "code": 1}
+
+
+def test_ckpt_diff_takes_the_config_first(tmp_path):
+    """deploy ckpt diff CONFIG CHECKPOINT, like every verb; CHECKPOINT --config CONFIG still works."""
+    from pipeline.cli import build_parser
+
+    parser = build_parser()
+    assert vars(parser.parse_args(["ckpt", "diff", "c.yaml", "m.keras"]))["config"] == "c.yaml"
+    for argv, message in [
+        (["c.yaml"], "deploy: error: deploy ckpt diff: the following arguments are required: CHECKPOINT"),
+        (["c.yaml", "m.keras", "--config", "d.yaml"], "deploy: error: deploy ckpt diff: CONFIG given twice"),
+        (["m.keras", "--config", str(tmp_path / "none.yaml")], "deploy: error: {}: config file not found".format(
+            tmp_path / "none.yaml")),
+    ]:
+        res = deploy("ckpt", "diff", *argv)
+        assert res.returncode == 1 and res.stderr.startswith(message), res.stderr
+
+
 def test_help_lists_every_command_and_the_exit_codes():
     res = deploy("--help")
     for word in ("run", "validate", "schema", "targets", "data"):
@@ -107,3 +209,42 @@ def test_closed_pipe_keeps_the_exit_code(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 2, err
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+FAKE_RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+import fake_stages
+fake_stages.install()
+from pipeline.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+def test_run_prints_its_summary_on_stdout_and_progress_on_stderr(tmp_path):
+    """The result (the summary table, the report's path) on stdout; progress and errors on stderr."""
+    config = tmp_path / "c.yaml"
+    config.write_text("run:\n  name: demo\n  dir: {}\nmodel:\n  zoo: small_cnn\ntarget: host_cpu\n"
+                      "stages:\n  train:\n    epochs: 2\n  export:\n  freeze:\n".format(tmp_path / "runs"))
+    res = subprocess.run([sys.executable, "-c", FAKE_RUN.format(tests=str(ROOT / "tests"),
+                          argv=["run", str(config), "--no-report"])], cwd=str(ROOT), capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.lstrip().startswith("stage ") and "train" in res.stdout and "freeze" in res.stdout
+    assert "deploy run {}".format(config) in res.stderr and "status   time" not in res.stderr
+    quiet = subprocess.run([sys.executable, "-c", FAKE_RUN.format(tests=str(ROOT / "tests"),
+                            argv=["run", str(config), "--no-report", "--quiet"])], cwd=str(ROOT), capture_output=True,
+                           text=True)
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
+
+
+def test_targets_and_validate_and_ckpt_take_format_json():
+    import json
+
+    one = deploy("targets", "jetson_tx2", "--format", "json")
+    assert one.returncode == 0 and json.loads(one.stdout)["name"] == "jetson_tx2"
+    every = deploy("targets", "--format", "json")
+    assert "jetson_tx2" in [t["name"] for t in json.loads(every.stdout)]
+    res = deploy("validate", "configs/jetson_tx2.yaml", "--format", "json")
+    assert res.returncode == 0
+    assert json.loads(res.stdout)["ok"] is True and json.loads(res.stdout)["target"] == "jetson_tx2"
+    assert "--format {text,json}" in deploy("ckpt", "inspect", "--help").stdout

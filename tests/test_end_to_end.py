@@ -138,9 +138,10 @@ def test_export_twice_is_byte_identical_and_frozen_names_are_stable(tiny):
 def test_human_output_has_stage_lines_and_summary_table(tiny):
     res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny))
     assert res.returncode == 0
-    assert "stage      status   time  result" in res.stderr
-    assert "engine     pending" in res.stderr
-    assert "train      cached" in res.stderr
+    assert "stage      status   time  result" in res.stdout  # the result on stdout, progress on stderr
+    assert "engine     pending" in res.stdout
+    assert "train      cached" in res.stdout
+    assert "stage      status" not in res.stderr
 
 
 def test_init_from_restores_what_matches_and_lists_the_rest(tiny):

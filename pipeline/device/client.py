@@ -11,7 +11,7 @@ import atexit
 from pathlib import Path
 
 from pipeline.device.errors import DeviceError
-from pipeline.device.transport import agent_python, open_transport
+from pipeline.device.transport import agent_python
 
 _OPEN = {}
 
@@ -166,3 +166,15 @@ def hardware_label(facts):
     if kind == "cpu":
         return "CPU only, not a Jetson"
     return None
+
+
+def open_transport(cfg, progress=None, python=None, run_dir=None):
+    """The transport of a device: section; ``python`` is the agent's interpreter (``agent_python``); ``run_dir``
+    the run folder (ssh keeps its control socket there)."""
+    if cfg.transport == "ssh":
+        from pipeline.device.ssh import SshTransport
+
+        return SshTransport(cfg, progress, python, run_dir)
+    from pipeline.device.transport import LocalTransport
+
+    return LocalTransport(cfg, progress, python, run_dir)

@@ -31,130 +31,26 @@ Verdicts: "pass" (exit 0); "regression", "not comparable" (another fingerprint u
 host-CPU difference is a regression only against ``MIN_NIGHTS`` nights.
 """
 
+
 import math
 import statistics
 from pathlib import Path
 
 from pipeline import records
 from pipeline.report.collect import accuracy_of, results_by_batch
+from pipeline.report.compare_format import format_junit, format_markdown, format_text
+from pipeline.report.gate_stats import (COMPARED, MIN_NIGHTS, history_band, level_judgement,  # noqa: F401 - re-exported
+                                        quantile_interval)
+from pipeline.report.machine import FINGERPRINT_KEYS, fingerprint, fingerprint_reasons, hardware  # noqa: F401
 
-SCHEMA = records.schema_of("comparison")  # deploy.comparison/2 (pipeline.records.Comparison)
-Z95 = 1.96
-MAD_SIGMA = 1.4826
-MIN_NIGHTS = 5  # below this the MAD of the nights says little about their spread
-SIGMA_PRIOR = 0.02  # night-to-night sigma (of ln figure) assumed until MIN_NIGHTS nights say otherwise
-SIGMA_FLOOR = 0.01  # the MAD of a few quiet nights can be near zero by chance
-MEDIAN_VAR = math.pi / 2  # variance of a median of n normal values: (pi / 2) sigma^2 / n
+__all__ = ["compare_runs", "write_comparison", "reference_nights", "format_text", "format_markdown", "format_junit",
+           "quantile_interval", "history_band", "level_judgement", "fingerprint", "hardware", "DEFAULTS", "SCHEMA",
+           "MIN_NIGHTS", "VERDICTS"]
+
+SCHEMA = records.schema_of("comparison")  # deploy.comparison/2 (pipeline.records.models.Comparison)
 
 DEFAULTS = {"tolerance": 0.03, "accuracy_tolerance": 0.02, "k": 2.0, "nights": 20}
-FINGERPRINT_KEYS = ("kind", "board", "gpu", "jetpack", "tensorrt", "runtime", "power_mode", "clocks")
 VERDICTS = ("pass", "regression", "not comparable", "no data")
-COMPARED = ("ok", "regression", "improved", "noise")
-
-
-def quantile_interval(result, q):
-    """(low, high) of the 95 % confidence interval of quantile ``q`` (0..1) of a benchmark row, or None
-    without ``percentiles_ms``. An end the calls cannot bound (p99 of 100 calls: the interval runs past
-    the largest call) is infinite: such a figure is judged by the history alone."""
-    pct = result.get("percentiles_ms")
-    n = result.get("iterations")
-    if not pct or len(pct) != 101 or not n:
-        return None
-    half = Z95 * math.sqrt(q * (1 - q) / n)
-    low, high = q - half, q + half + 1.0 / n  # + one call: the rank above n*q
-    return (_at(pct, low * 100) if low >= 0 else -math.inf), (_at(pct, high * 100) if high <= 1 else math.inf)
-
-
-def _at(pct, position):
-    i = min(int(position), 99)
-    frac = position - i
-    return pct[i] + (pct[i + 1] - pct[i]) * frac
-
-
-def history_band(values, k):
-    """(median, half width) of the night-to-night spread of ``values``, or None with fewer than MIN_NIGHTS."""
-    values = [v for v in values if v is not None]
-    if len(values) < MIN_NIGHTS:
-        return None
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
-    return med, k * MAD_SIGMA * mad
-
-
-# --- the machine a run measured
-
-
-def fingerprint(run):
-    """The keys two runs must share for their latency to be compared (None: not known)."""
-    where = (run.get("benchmark") or {}).get("where") or {}
-    fp = where.get("fingerprint") or {}
-    mode = fp.get("power_mode")
-    kind = _kind(where, fp)
-    clocks = fp.get("clocks_locked")
-    return {"kind": kind, "board": fp.get("board") or fp.get("model"),
-            "gpu": fp.get("gpu") if kind == "desktop-gpu" else None,
-            "jetpack": fp.get("jetpack") or fp.get("l4t"), "tensorrt": fp.get("tensorrt"),
-            "runtime": where.get("runtime"),
-            "power_mode": mode.get("mode_name") if isinstance(mode, dict) else mode,
-            "clocks": None if clocks is None else ("locked" if clocks else "not locked")}
-
-
-def _kind(where, fp):
-    """"jetson", "desktop-gpu" (an NVIDIA GPU that is not a Jetson's), "host-cpu" (the host in-process,
-    or a device without a GPU), or None (no device figures)."""
-    kind = fp.get("kind")
-    if kind in ("jetson", "desktop-gpu"):
-        return kind
-    if kind or where.get("host"):
-        return "host-cpu"
-    if fp.get("board") or fp.get("l4t"):
-        return "jetson"
-    return None
-
-
-def hardware(run):
-    """{"kind", "label"}: what measured the run, in words a reader of the report needs."""
-    where = (run.get("benchmark") or {}).get("where") or {}
-    fp = where.get("fingerprint") or {}
-    f = fingerprint(run)
-    kind = f["kind"]
-    if kind == "jetson":
-        bits = ["JetPack " + str(f["jetpack"]) if f["jetpack"] else None,
-                "TensorRT " + str(f["tensorrt"]) if f["tensorrt"] else None,
-                "power mode " + str(f["power_mode"]) if f["power_mode"] else None,
-                "clocks " + f["clocks"] if f["clocks"] else "clocks unknown"]
-        label = "Jetson {} ({})".format(f["board"] or "board", ", ".join(b for b in bits if b))
-    elif kind == "desktop-gpu":
-        label = "desktop GPU {}: not a Jetson".format(f["gpu"] or "(unnamed)")
-    elif kind == "host-cpu":
-        host = where.get("host") or {}
-        machine = host.get("machine") or fp.get("machine") or "CPU"
-        label = "host CPU ({}, {}): not Jetson figures".format(machine, where.get("runtime") or "runtime unknown")
-    else:
-        label = "no device figures"
-    return {"kind": kind, "label": label}
-
-
-KIND_WORDS = {"jetson": "a Jetson", "desktop-gpu": "a desktop GPU", "host-cpu": "a host CPU"}
-
-
-def _fingerprint_reasons(base_fp, cur_fp, expect):
-    """(reasons not comparable, notes of expected changes)."""
-    differs = {key: (base_fp[key], cur_fp[key]) for key in FINGERPRINT_KEYS if base_fp[key] != cur_fp[key]}
-    if not differs:
-        return [], []
-    text = "; ".join("{} {} vs {}".format(key, a, b) for key, (a, b) in differs.items())
-    unexpected = [key for key in differs if key not in expect]
-    if not unexpected:
-        return [], ["expected change (--expect-change): {}; figures compared with the old reference. Make a night "
-                    "on the new setup the baseline once you have looked".format(text)]
-    if "kind" in differs and "desktop-gpu" in differs["kind"]:
-        words = ["{}{}".format(KIND_WORDS.get(k, "an unknown machine"), " ({})".format(g) if g else "")
-                 for k, g in zip(differs["kind"], (base_fp["gpu"], cur_fp["gpu"]))]
-        return ["latency not compared: the baseline ran on {}, the current run on {}; a desktop GPU's figures say "
-                "nothing about a Jetson's (compare desktop-GPU runs with desktop-GPU runs)".format(*words)], []
-    return ["not comparable: measured on different hardware or runtime ({}); if this change is intended, pass "
-            "--expect-change {} (then make a night on the new setup the baseline)".format(text, " ".join(unexpected))], []
 
 
 # --- the reference: the baseline and the nights on its fingerprint
@@ -199,92 +95,6 @@ def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
     return [baseline] + picked, notes
 
 
-# --- the judgement of one figure
-
-
-def level_judgement(current, values, interval, tolerance, k, lower_is_better=True, allow_regression=True,
-                    ref_intervals=()):
-    """Judge ``current`` against the reference nights' ``values`` (> 0; the first is the baseline's).
-    ``interval``: tonight's 95 % interval of this figure (None: unknown; an infinite end: unbounded);
-    ``ref_intervals``: the reference nights' intervals: a change is judged only when tonight's interval
-    clears the reference's (the median of their ends), as two runs' intervals must not overlap.
-    Returns dict(reference, band, change, status, note, threshold)."""
-    n = len(values)
-    ref = statistics.median(values)
-    logs = [math.log(v) for v in values]
-    sign = 1.0 if lower_is_better else -1.0
-    d = sign * (math.log(current) - math.log(ref))
-    run_sigma = _interval_sigma(interval, current)
-    notes = []
-    if math.isinf(run_sigma):  # p99 of 100 calls is its second-slowest call: the nights' MAD would not save it
-        status = "noise" if abs(d) > math.log1p(tolerance) else "ok"
-        return _level_row(ref, None, current, status, "not judged: tonight's calls cannot bound this quantile (its 95 % "
-                          "interval runs past the slowest call); give more calls (stages.benchmark.iterations: 1000)",
-                          None)
-    if n >= MIN_NIGHTS:
-        mid = statistics.median(logs)
-        night = max(MAD_SIGMA * statistics.median(abs(v - mid) for v in logs), SIGMA_FLOOR)
-        var = night ** 2 * MEDIAN_VAR / n + max(night ** 2, run_sigma ** 2)
-        spread = "nights' spread ±{:.1%} over {} nights".format(math.expm1(night), n)
-    else:
-        var = SIGMA_PRIOR ** 2 * (1 + MEDIAN_VAR / n) + run_sigma ** 2
-        spread = "{} reference night{}: nights' spread assumed ±{:.1%} until {}".format(
-            n, "" if n == 1 else "s", SIGMA_PRIOR, MIN_NIGHTS)
-    tol = math.log1p(tolerance)
-    threshold = max(tol, k * math.sqrt(var))
-    band = sorted((ref * math.exp(-threshold), ref * math.exp(threshold)))
-    if interval is not None and not any(math.isinf(v) for v in interval):
-        half = (math.log(max(interval)) - math.log(min(interval))) / 2 if min(interval) > 0 else math.inf
-        if half > tol:
-            notes.append("its 95 % interval (±{:.1%}) is wider than the tolerance ({:.0%}): more calls would "
-                         "judge it closer".format(math.expm1(half), tolerance))
-    overlap = _overlap(interval, ref_intervals, d > 0, lower_is_better)
-    if abs(d) <= tol:
-        status, why = "ok", "within {:.0%} of the reference".format(tolerance)
-    elif abs(d) > threshold and overlap:
-        status, why = "noise", "beyond {:.0%}, but tonight's 95 % interval overlaps the reference nights' ({})".format(
-            tolerance, overlap)
-    elif d > threshold:
-        status, why = "regression", "worse by more than {:.1%} ({})".format(math.expm1(threshold), spread)
-        if not allow_regression:
-            status = "noise"
-            why += "; host CPU figures: a regression only against {} nights of history".format(MIN_NIGHTS)
-    elif d < -threshold:
-        status, why = "improved", "better by more than {:.1%} ({})".format(math.expm1(threshold), spread)
-    else:
-        status, why = "noise", "beyond {:.0%} but within the noise, ±{:.1%} ({})".format(
-            tolerance, math.expm1(threshold), spread)
-    return _level_row(ref, band, current, status, "; ".join([why] + notes), threshold)
-
-
-def _overlap(interval, ref_intervals, worse, lower_is_better):
-    """The reference's interval (text) when tonight's 95 % interval reaches into it, else None."""
-    if interval is None or any(math.isinf(v) for v in interval):
-        return None
-    ends = [sorted(iv) for iv in ref_intervals if iv is not None and not any(math.isinf(v) for v in iv)]
-    if not ends:
-        return None
-    lo, hi = statistics.median(e[0] for e in ends), statistics.median(e[1] for e in ends)
-    up = worse == lower_is_better  # tonight's value is above the reference's
-    touches = min(interval) <= hi if up else max(interval) >= lo
-    return "{:.4g}–{:.4g}".format(lo, hi) if touches else None
-
-
-def _level_row(ref, band, current, status, note, threshold):
-    return {"reference": ref, "band": band, "change": current / ref - 1, "status": status, "note": note,
-            "threshold": threshold}
-
-
-def _interval_sigma(interval, value):
-    """Tonight's sampling sigma of ln(figure) from its 95 % interval: 0 unknown, inf unbounded."""
-    if interval is None:
-        return 0.0
-    lo, hi = min(interval), max(interval)
-    if math.isinf(lo) or math.isinf(hi) or lo <= 0:
-        return math.inf
-    return (math.log(hi) - math.log(lo)) / (2 * Z95)
-
-
 def _median_throughput(row):
     p50 = row.get("p50_ms")
     return None if not p50 else row["batch_size"] * 1000.0 / p50
@@ -304,7 +114,7 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
     ref_runs, ref_notes = reference_nights(baseline, current, history, nights)
     notes += ref_notes
     base_res, cur_res = results_by_batch(baseline), results_by_batch(current)
-    fp_reasons, fp_notes = _fingerprint_reasons(base_fp, cur_fp, set(expect_change))
+    fp_reasons, fp_notes = fingerprint_reasons(base_fp, cur_fp, set(expect_change))
     notes += fp_notes
     if baseline.get("failed"):
         reasons.append("not comparable: the baseline {} is a failed night ({}); a failed run is never a reference: "
@@ -312,6 +122,9 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
     elif not cur_res:
         reasons.append("no data: the current run has no benchmark figures ({}); a night without figures is a "
                        "failure, never a pass".format(current.get("failed") or "no benchmark"))
+    elif current.get("failed"):
+        reasons.append("not comparable: the current run {} failed ({}); its figures are not a night's, never a "
+                       "pass".format(current["dir"], current["failed"]))
     elif fp_reasons:
         reasons += fp_reasons
     else:
@@ -478,101 +291,3 @@ def _pass_fail_rows(baseline, current):
 
 
 # --- output
-
-
-def _cell(value, change=False):
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "pass" if value else "FAIL"
-    if change:
-        return "{:+.1%}".format(value)
-    return "{:.4g}".format(value) if isinstance(value, float) else str(value)
-
-
-def _change(r):
-    if r["change"] is None:
-        return "–"
-    return "{:+.3g}".format(r["change"]) if r["figure"] == "accuracy" else "{:+.1%}".format(r["change"])
-
-
-def _band(r):
-    if r.get("band") is None:
-        return "–"
-    return "{:.4g}–{:.4g}".format(*r["band"])
-
-
-def _interval(r):
-    iv = r.get("interval")
-    if not iv:
-        return "–"
-    return "{}–{}".format(*("∞" if v is None else "{:.4g}".format(v) for v in iv))
-
-
-HEADER = ["figure", "reference", "tonight", "change", "95 % interval", "band", "status", "note"]
-
-
-def _lines(result):
-    return [[r["label"], _cell(r["reference"]), _cell(r["current"]), _change(r), _interval(r), _band(r), r["status"],
-             r["note"]] for r in result["rows"]]
-
-
-def _summary(result):
-    ref = result["reference"]
-    return "{}: {} ({} vs {}; reference: median of {} night{}{}, tolerance {:.0%}, k {:g}; {})".format(
-        result["verdict"].upper(), "; ".join(result["reasons"]) or "{} figures compared".format(
-            sum(1 for r in result["rows"] if r["status"] in COMPARED)),
-        result["current"]["dir"], result["baseline"]["dir"], ref["nights"], "" if ref["nights"] == 1 else "s",
-        ", {} failed".format(ref["failed_nights"]) if ref["failed_nights"] else "", result["tolerance"], result["k"],
-        result["hardware"]["label"])
-
-
-def format_text(result):
-    rows = [HEADER] + _lines(result)
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(HEADER) - 1)]
-    out = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
-    out += ["note: " + n for n in result["notes"]]
-    out.append(_summary(result))
-    return "\n".join(out)
-
-
-def _md(text):
-    from html import escape
-
-    return escape(str(text), quote=False).replace("|", "\\|")
-
-
-def format_markdown(result):
-    verdict = result["verdict"]
-    head = "pass" if verdict == "pass" else "**{}**".format(verdict)
-    out = ["### deploy compare: {} — {}".format(head, _md(result["hardware"]["label"])), ""]
-    out += ["> " + _md(r) for r in result["reasons"]]
-    out += ["", "| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
-    for line in _lines(result):
-        if line[6] == "regression":
-            line[6] = "**regression**"
-        out.append("| " + " | ".join(_md(c) for c in line) + " |")
-    ref = result["reference"]
-    out += ["", "Reference: median of {} night{} on the baseline's fingerprint ({} failed), baseline {}.".format(
-        ref["nights"], "" if ref["nights"] == 1 else "s", ref["failed_nights"], _md(result["baseline"]["dir"]))]
-    out += ["", *("- " + _md(n) for n in result["notes"])]
-    return "\n".join(out).rstrip() + "\n"
-
-
-def format_junit(result):
-    from xml.sax.saxutils import quoteattr
-
-    cases = []
-    for r in result["rows"]:
-        body = ""
-        if r["status"] == "regression":
-            body = "<failure message={}/>".format(quoteattr("{}: {} -> {} ({})".format(
-                r["label"], _cell(r["reference"]), _cell(r["current"]), r["note"])))
-        cases.append('  <testcase classname="deploy.compare" name={}>{}</testcase>'.format(quoteattr(r["label"]), body))
-    failures = result["regressions"]
-    if result["verdict"] in ("not comparable", "no data"):
-        cases.append('  <testcase classname="deploy.compare" name="verdict"><failure message={}/></testcase>'.format(
-            quoteattr("{}: {}".format(result["verdict"], "; ".join(result["reasons"])))))
-        failures += 1
-    return ('<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="deploy compare" tests="{}" failures="{}">\n{}\n'
-            "</testsuite>\n").format(len(cases), failures, "\n".join(cases))

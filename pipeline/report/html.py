@@ -5,12 +5,15 @@ refuse any request the page might make, so the file is the same on a laptop, in 
 in an air-gapped lab. Sections appear when the run has their data.
 """
 
-import html
 import time
 
+from pipeline.report import model_facts as modelinfo
+from pipeline.report import provenance as runinfo
 from pipeline.report import verdict as gatelib
 from pipeline.report.collect import accuracy_of, results_by_batch
-from pipeline.report.plots import cached_svg
+from pipeline.report.html_parts import ROW_CLASS, VERDICT_WORD, badge, esc, fmt, plot, table  # noqa: F401 - VERDICT_WORD
+from pipeline.report.html_sections import SECTIONS
+
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 CSS = """
@@ -36,40 +39,6 @@ ul.findings{margin:4px 0 8px 18px;padding:0}ul.findings li{margin:2px 0}
 table.gate td:nth-child(4),table.gate td:nth-child(6),table.gate td.num{white-space:nowrap}
 table.gate tr.row-regression td{background:#fdf0f0}table.gate tr.row-not-compared td{background:#fff8e8}.noisy{color:#7a4b00}
 """
-STATUS_CLASS = {"ran": "ok", "cached": "muted", "done": "ok", "pending": "warn", "skipped": "muted", "failed": "bad",
-                "not run": "bad"}
-ROW_CLASS = {"regression": "bad", "not compared": "warn", "noise": "muted", "improved": "ok", "ok": "ok"}
-VERDICT_WORD = {"pass": "PASS", "regression": "REGRESSION", "not comparable": "NOT COMPARABLE", "no data": "NO DATA"}
-
-
-def esc(value):
-    return html.escape("" if value is None else str(value))
-
-
-def fmt(value, digits=3):
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return "{:.{}g}".format(value, digits)
-    return str(value)
-
-
-def badge(text, cls):
-    return '<span class="badge {}">{}</span>'.format(cls, esc(text))
-
-
-def table(header, rows, numeric=()):
-    head = "".join("<th>{}</th>".format(esc(h)) for h in header)
-    body = "".join("<tr>{}</tr>".format("".join(
-        '<td class="num">{}</td>'.format(c) if i in numeric else "<td>{}</td>".format(c) for i, c in enumerate(row)))
-        for row in rows)
-    return "<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>".format(head, body)
-
-
-def plot(cache, kind, data):
-    return '<div class="plot">{}</div>'.format(cached_svg(cache, kind, data))
 
 
 def render_html(run, history=(), cache=None, generated_by="deploy", gate=None):
@@ -78,7 +47,7 @@ def render_html(run, history=(), cache=None, generated_by="deploy", gate=None):
     parts = [_header(run, gate), _verdict(run, gate)]
     if history:
         parts.append(_trends(list(history) + [run], cache, gate))
-    for section in (_stages, _model, _device, _check, _rewrite, _accuracy, _benchmark, _consistency, _training):
+    for section in SECTIONS:
         text = section(run, cache)
         if text:
             parts.append(text)
@@ -103,12 +72,12 @@ def _header(run, gate=None):
     facts = [("config", record.get("config")), ("target", record.get("target") or (check.get("target") or {}).get("name")),
              ("finished", record.get("finished")), ("folder", run["dir"])]
     sub = " · ".join("{} <code>{}</code>".format(k, esc(v)) for k, v in facts if v)
-    prov = gatelib.provenance(run)
+    prov = runinfo.provenance(run)
     commit = ('commit <b><code>{}</code></b> <span class="note">({})</span>'.format(esc(prov["commit"][:12]), esc(prov["commit_source"]))
               if prov["commit"] else 'commit <b>unknown</b> <span class="note">(run.json records none)</span>')
     digest = ('config digest <b><code>{}</code></b> <span class="note">({})</span>'.format(
         esc(prov["config_digest"][:12]), esc(prov["digest_source"])) if prov["config_digest"] else "config digest <b>unknown</b>")
-    fp = gatelib.fingerprint(run, gate)
+    fp = runinfo.fingerprint(run, gate)
     finger = "fingerprint " + (" · ".join("{} <b>{}</b>".format(esc(k), esc(v)) for k, v in fp) if fp else "<b>unknown</b> (no benchmark)")
     ci = prov.get("ci") or {}
     extra = " · runner <code>{}</code>".format(esc(ci["runner"])) if ci.get("runner") else ""
@@ -118,7 +87,7 @@ def _header(run, gate=None):
 
 def _verdict(run, gate):
     """The gate's verdict, why, and each figure against the reference: the first thing on the page."""
-    notes = gatelib.noise_notes(run, gate)
+    notes = runinfo.noise_notes(run, gate)
     noisy = ('<ul class="findings noisy" id="noise">{}</ul>'.format(
         "".join("<li>{} {}</li>".format(badge("noisy", "warn"), esc(n)) for n in notes)) if notes else "")
     if gate is None:
@@ -163,8 +132,8 @@ def _board(run, gate):
         return str(hw["label"])
     where = (run.get("benchmark") or {}).get("where") or {}
     fp = where.get("fingerprint") or {}
-    if gatelib.is_host_only(run):
-        return "host CPU{}, not a Jetson".format(": " + gatelib.host_cpu(where) if gatelib.host_cpu(where) else "")
+    if runinfo.is_host_only(run):
+        return "host CPU{}, not a Jetson".format(": " + runinfo.host_cpu(where) if runinfo.host_cpu(where) else "")
     return str(fp.get("board") or where.get("hardware") or where.get("device") or where.get("target")
                or (run.get("record") or {}).get("target") or "")
 
@@ -181,248 +150,13 @@ def _iv(pair):
     return "[{}, {}]".format(*("–" if v is None else "{:.4g}".format(v) for v in pair))
 
 
-def _model(run, cache):
-    """What the model is: its files' sizes, parameters, FLOPs, and the engine's settings (also while the
-    engine is pending: from the config the run used)."""
-    facts = gatelib.model_facts(run, cache)
-    settings = gatelib.engine_settings(run)
-    if not facts["files"] and facts["parameters"] is None and facts["flops"] is None and settings is None:
-        return ""
-    rows = [[esc(what), "<code>{}</code> {} bytes ({})".format(esc(name), "{:,}".format(size), esc(_bytes(size)))]
-            for what, name, size in facts["files"]]
-    rows.append(["parameters", ("{:,} <span class=\"note\">({})</span>".format(facts["parameters"], esc(facts["parameters_source"]))
-                                if facts["parameters"] is not None else "unknown <span class=\"note\">({})</span>".format(
-                                    esc(facts["parameters_source"])))])
-    rows.append(["FLOPs", ("{} <span class=\"note\">({})</span>".format(esc(_si(facts["flops"])), esc(facts["flops_note"]))
-                           if facts["flops"] else "unknown <span class=\"note\">(deploy check's TF-TRT route estimates them "
-                                                  "for TensorFlow graphs; it did not run)</span>")])
-    out = ["<h2>Model</h2>", table(["", ""], rows)]
-    if settings is not None:
-        state = settings["state"]
-        srows = [[esc(k), esc(fmt(v))] for k, v in (
-            ("precision", settings["precision"]), ("profile", settings["profile"]),
-            ("benchmark batch sizes", ", ".join(str(b) for b in settings["batch_sizes"]) or None),
-            ("workspace", "{} MB".format(settings["workspace_mb"]) if settings["workspace_mb"] else None),
-            ("builder", settings["builder"]), ("DLA core", settings["dla_core"])) if v is not None and v != ""]
-        pending = state in ("pending", "not run", "failed", "skipped")
-        out.append("<h3>Engine settings{}</h3>".format(" " + badge("engine " + state, STATUS_CLASS.get(state, "muted"))
-                                                       if pending else ""))
-        out.append(table(["", ""], srows))
-        out.append('<p class="note">from {}{}</p>'.format(esc(settings["source"]), "; the engine is not built yet: these "
-                                                          "are the settings it will be built with" if pending else ""))
-    return "".join(out)
-
-
-def _bytes(n):
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return "{:.1f} {}".format(n / size, unit)
-    return "{} B".format(n)
-
-
-def _si(n):
-    for unit, size in (("TFLOPs", 1e12), ("GFLOPs", 1e9), ("MFLOPs", 1e6), ("kFLOPs", 1e3)):
-        if n >= size:
-            return "{:.3g} {}".format(n / size, unit)
-    return "{} FLOPs".format(n)
-
-
-def _stages(run, cache):
-    rows = []
-    for s in run["stages"]:
-        status = s.get("status") or "?"
-        rows.append([esc(s["name"]), badge(status, STATUS_CLASS.get(status, "muted")),
-                     "–" if s.get("seconds") is None else "{:.1f} s".format(s["seconds"]), esc((s.get("made") or "")[:16].replace("T", " ")),
-                     esc(s.get("summary") or s.get("message") or "")])
-    if not rows:
-        return ""
-    return "<h2>Stages</h2>" + table(["stage", "status", "time to make", "made", "result"], rows, numeric=(2,)) + (
-        '<p class="note">status is what the last deploy run did (cached: reused); time is how long the result took '
-        "to make when it was made.</p>")
-
-
-def _device(run, cache):
-    where = (run.get("benchmark") or {}).get("where") or {}
-    if not where:
-        return ""
-    fp = where.get("fingerprint") or {}
-    rows = [[esc(k), esc(fmt(v))] for k, v in (
-        ("measured on", where.get("device") or (where.get("host") or {}).get("node") or "this machine"),
-        ("hardware", where.get("hardware")), ("GPU", fp.get("gpu")),
-        ("runtime", "{} {}".format(where.get("runtime", ""), where.get("version", "")).strip()),
-        ("provider", where.get("provider")), ("on the target device", where.get("on_target_device")),
-        ("target", where.get("target")), ("board", fp.get("board") or fp.get("model")), ("L4T / JetPack",
-         " / ".join(str(v) for v in (fp.get("l4t"), fp.get("jetpack")) if v) or None),
-        ("TensorRT", fp.get("tensorrt")), ("CUDA", fp.get("cuda")), ("cuDNN", fp.get("cudnn")), ("Python", fp.get("python")),
-        ("power mode", (fp.get("power_mode") or {}).get("mode_name") if isinstance(fp.get("power_mode"), dict) else fp.get("power_mode")),
-        ("clocks locked", fp.get("clocks_locked")), ("host", fp.get("hostname"))) if v is not None and v != ""]
-    notes = [where["note"]] if where.get("note") else []
-    warnings = "".join("<li>{}</li>".format(badge("warning", "warn") + " " + esc(w)) for w in where.get("warnings") or [])
-    host = ""
-    if gatelib.is_host_only(run):
-        cpu = gatelib.host_cpu(where)
-        rows.insert(1, ["host CPU", esc(cpu or "not recorded (benchmark.json has no host section)")])
-        host = ('<p id="host-only">{} measured on this host\'s CPU{}, not on a Jetson: <b>these are not Jetson figures</b> '
-                "(no TensorRT engine ran; a board's latency, throughput and power can differ by orders of magnitude)."
-                "</p>").format(badge("host only", "warn"), " ({})".format(esc(cpu)) if cpu else "")
-    return ("<h2>Device</h2>" + host + table(["", ""], rows) + "".join('<p class="note">{}</p>'.format(esc(n)) for n in notes)
-            + ('<ul class="findings">{}</ul>'.format(warnings) if warnings else ""))
-
-
-def _check(run, cache):
-    check = run.get("check")
-    if not check:
-        return ""
-    rec = check.get("recommended") or {}
-    out = ["<h2>Check: will it convert?</h2>", "<p>{} {} · recommended route <b>{}</b> ({})</p>".format(
-        badge(check.get("verdict", "?"), "ok" if check.get("deployable") else "bad"),
-        esc((check.get("target") or {}).get("name")), esc(rec.get("route")), esc(rec.get("detail")))]
-    rows = []
-    for route in check.get("routes") or []:
-        findings = route.get("findings") or []
-        items = "".join("<li><b>{}</b>: {} <i>fix:</i> {} <span class=\"note\">({} node{})</span></li>".format(
-            esc(f.get("kind")), esc(f.get("cause")), esc(f.get("fix")), len(f.get("nodes") or []),
-            "" if len(f.get("nodes") or []) == 1 else "s") for f in findings[:8])
-        more = '<li class="note">… {} more</li>'.format(len(findings) - 8) if len(findings) > 8 else ""
-        rows.append([esc(route.get("route")), esc(route.get("detail")), fmt(route.get("blockers")),
-                     fmt(len(route.get("accepted_but_wrong") or [])),
-                     '<ul class="findings">{}{}</ul>'.format(items, more) if items else "none"])
-    out.append(table(["route", "parser / runtime", "blockers", "accepted but wrong", "findings"], rows, numeric=(2, 3)))
-    return "".join(out)
-
-
-def _rewrite(run, cache):
-    receipt = run.get("rewrite")
-    if not receipt:
-        return ""
-    rows = []
-    for p in receipt.get("passes") or []:
-        comp = p.get("comparison") or {}
-        ops = ", ".join("{} {:+d}".format(k, v) for k, v in sorted((p.get("ops") or {}).items()))
-        rows.append([esc(p.get("pass")), esc(ops), fmt(len(p.get("sites") or [])),
-                     "–" if not comp else "{} {}".format(fmt(comp.get("max_abs_diff")), badge(
-                         "pass" if comp.get("passed") else "fail", "ok" if comp.get("passed") else "bad")),
-                     fmt(p.get("changes_behaviour"))])
-    nodes = receipt.get("nodes") or {}
-    before, after = receipt.get("check_before") or {}, receipt.get("check_after") or {}
-    return ("<h2>Rewrite receipt</h2><p>{} → {} nodes · before: {} · after: {}</p>".format(
-        fmt(nodes.get("before")), fmt(nodes.get("after")), esc(before.get("recommended")), esc(after.get("recommended")))
-        + table(["pass", "ops changed", "sites", "max diff vs before", "changes behaviour"], rows, numeric=(2,)))
-
-
-def _accuracy(run, cache):
-    comparison = run.get("comparison") or {}
-    acc = (run.get("benchmark") or {}).get("accuracy") or {}
-    if not comparison and not acc:
-        return ""
-    rows = []
-    if comparison:
-        rows.append(["TensorFlow → ONNX ({})".format(esc((comparison.get("runtimes") or {}).get("candidate", {}).get("runtime", "onnx"))),
-                     "fp32", fmt(comparison.get("max_abs_diff")), "–", fmt(comparison.get("tolerance")),
-                     esc("{} samples, {}".format(comparison.get("samples"), comparison.get("inputs")))])
-    if acc:
-        tol = acc.get("tolerance") or {}
-        top1 = acc.get("top1_agreement")
-        rows.append(["ONNX Runtime → TensorRT engine", esc(tol.get("precision")), fmt(acc.get("max_abs_diff")),
-                     "–" if top1 is None else "{:.1%}".format(top1), esc("atol {} rtol {}".format(tol.get("atol"), tol.get("rtol"))),
-                     esc("{} images, {}".format(acc.get("images"), acc.get("source")))])
-    return "<h2>Accuracy against the reference</h2>" + table(
-        ["comparison", "precision", "max abs diff", "top-1 agreement", "tolerance", "inputs"], rows, numeric=(2, 3))
-
-
-def _benchmark(run, cache):
-    bench = run.get("benchmark")
-    if not bench:
-        return ""
-    results = sorted(results_by_batch(run).items())
-    cols = ("mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
-    rows = [[fmt(bs)] + [fmt(r.get(c)) for c in cols] + [_p99_interval(r), fmt(r.get("throughput_ips"), 4),
-                                                         fmt(r.get("iterations"))]
-            for bs, r in results]
-    notes = gatelib.noise_notes(run)
-    out = ["<h2>Latency and throughput</h2>", '<p class="note">{}</p>'.format(esc((bench.get("where") or {}).get("note", ""))),
-           table(["batch", "mean", "std", "min", "p50", "p90", "p95", "p99", "max", "p99 95 % interval", "img/s", "calls"],
-                 rows, numeric=tuple(range(12))),
-           '<p class="note">milliseconds per call (a call runs one batch); the p99\'s 95 % interval from the order '
-           "statistics of the calls: with few calls its top end runs past the slowest call (open-ended), and the p99 "
-           "is then little more than the largest call</p>"]
-    if notes:
-        out.append('<ul class="findings noisy">{}</ul>'.format("".join("<li>{} {}</li>".format(badge("noisy", "warn"), esc(n))
-                                                                        for n in notes)))
-    series = [{"batch_size": bs, "percentiles_ms": r.get("percentiles_ms"), "p50_ms": r.get("p50_ms"),
-               "p99_ms": r.get("p99_ms")} for bs, r in results]
-    points = [{"batch_size": bs, "throughput_ips": r.get("throughput_ips")} for bs, r in results]
-    out.append('<div class="plots">{}{}</div>'.format(plot(cache, "latency_cdf", series), plot(cache, "throughput", points)))
-    phases = [(bs, r["phases_mean_ms"]) for bs, r in results if r.get("phases_mean_ms")]
-    if phases:
-        names = sorted({k for _, p in phases for k in p})
-        out.append("<h3>Where the time goes (mean ms per call)</h3>" + table(
-            ["batch"] + names, [[fmt(bs)] + [fmt(p.get(n)) for n in names] for bs, p in phases], numeric=tuple(range(len(names) + 1))))
-    power = [(bs, r["power"]) for bs, r in results if r.get("power")]
-    if power:
-        out.append("<h3>Power and energy</h3>" + table(
-            ["batch", "module power (mW)", "source", "energy per image (mJ)", "samples"],
-            [[fmt(bs), _mw(p.get("board_mw")), esc(p.get("board_power_source")), fmt(p.get("energy_per_image_mj")),
-              fmt(p.get("samples"))] for bs, p in power], numeric=(0, 1, 3, 4)))
-        rails = power[-1][1].get("rails_mw") or {}
-        if rails:
-            out.append(plot(cache, "power", {k: rails[k] for k in sorted(rails)}))
-    return "".join(out)
-
-
-def _consistency(run, cache):
-    cons = (run.get("benchmark") or {}).get("consistency")
-    if not cons:
-        return ""
-    rows = [[esc(o.get("name")), fmt(o.get("max_abs_diff")), fmt(o.get("passed", o.get("within_tolerance")))]
-            for o in cons.get("outputs") or []]
-    first = cons.get("first_divergence")
-    return ("<h2>Batch consistency</h2><p>{} each of {} images alone vs inside batches of {} ({})</p>".format(
-        badge("pass" if cons.get("passed") else "FAIL", "ok" if cons.get("passed") else "bad"),
-        esc((cons.get("images") or {}).get("count", "")), esc(", ".join(str(b) for b in cons.get("batch_sizes") or [])),
-        esc((cons.get("images") or {}).get("source", "")))
-        + (table(["output", "max abs diff", "within tolerance"], rows, numeric=(1,)) if rows else "")
-        + ("<p>first layer that diverges: <code>{}</code> {}</p>".format(esc(first), esc(cons.get("first_divergence_note") or ""))
-           if first else ""))
-
-
-def _training(run, cache):
-    history = run.get("history") or {}
-    epochs = history.get("epochs") or []
-    if not epochs:
-        return ""
-    last = epochs[-1]
-    out = ["<h2>Training</h2><p>{} epochs · last: {}</p>".format(len(epochs), esc(", ".join(
-        "{} {}".format(k, fmt(v)) for k, v in sorted(last.items()) if isinstance(v, (int, float)))))]
-    out.append(plot(cache, "training", [{k: e.get(k) for k in ("loss", "accuracy", "val_loss", "val_accuracy")} for e in epochs]))
-    restore = history.get("restore")
-    if restore:
-        out.append("<p>restored from a checkpoint: {}</p>".format(esc(", ".join("{} {}".format(k, len(v))
-                   for k, v in sorted(restore.items()) if isinstance(v, list)))))
-    return "".join(out)
-
-
-def _p99_interval(r):
-    iv = gatelib.quantile_interval(r, 0.99)
-    if iv is None:
-        return "–"
-    lo, hi = iv
-    if hi is None:
-        return "≥ {} (open: {} calls)".format(fmt(lo), fmt(r.get("iterations")))
-    return "[{}, {}]".format(fmt(lo), fmt(hi))
-
-
-def _mw(v):
-    return "–" if v is None else "{:.0f}".format(v)
-
-
 TREND_FIGURES = (("p50_ms", "p50 latency", "ms"), ("p99_ms", "p99 latency", "ms"), ("throughput_ips", "throughput", "img/s"))
 
 
 def trend_label(run):
     """A night on the trend's x axis: its date and commit."""
     when = (run.get("when") or "")[5:10]
-    commit = gatelib.provenance(run)["commit"]
+    commit = runinfo.provenance(run)["commit"]
     return "{} {}".format(when, commit[:7]).strip() if commit else ((run.get("when") or run["name"])[:16].replace("T", " "))
 
 
@@ -430,7 +164,7 @@ def trend_data(runs, gate=None):
     """One plot's data per figure (p50, p99, throughput, accuracy): a panel per batch size, the nights' values,
     and the gate's reference and band for tonight's figure (else the earlier nights' median, no band)."""
     labels = [trend_label(r) for r in runs]
-    failed = [gatelib.failed_night(r) for r in runs]
+    failed = [modelinfo.failed_night(r) for r in runs]
     sizes = sorted({bs for r in runs for bs in results_by_batch(r)})
     rows = {(r["figure"], r["batch_size"]): r for r in (gate or {}).get("rows") or []}
     nights = ((gate or {}).get("reference") or {}).get("nights")
@@ -476,7 +210,7 @@ def _trends(runs, cache, gate=None):
         return ""
     where = ("the dashed line is the gate's reference and the green band its band (comparison.json)" if gate
              else "the dashed line is the median of the earlier nights (no comparison.json: no band)")
-    failed = sum(gatelib.failed_night(r) for r in runs)
+    failed = sum(modelinfo.failed_night(r) for r in runs)
     return ('<h2>Trends over {} runs</h2><p class="note">oldest to newest, labelled by date and commit; the last is this '
             "run. Each batch size has its own axes; {}; the right axis is % of the reference{}.</p>{}").format(
         len(runs), where, "; {} failed night{} (grey crosses), kept in the band".format(failed, "" if failed == 1 else "s")

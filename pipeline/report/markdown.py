@@ -5,9 +5,11 @@ so ``<``, ``>`` and ``&`` are escaped as the HTML report escapes them."""
 
 import html
 
+from pipeline.report import model_facts as modelinfo
+from pipeline.report import provenance as runinfo
 from pipeline.report import verdict as gatelib
 from pipeline.report.collect import results_by_batch
-from pipeline.report.html import VERDICT_WORD, fmt
+from pipeline.report.html_parts import VERDICT_WORD, fmt
 
 
 def _text(value):
@@ -34,14 +36,14 @@ def render_markdown(run, gate=None):
              ("check", check.get("verdict"))]
     lines.append(" · ".join("**{}** {}".format(k, _text(v)) for k, v in facts if v is not None))
     lines.append("")
-    fp = gatelib.fingerprint(run, gate)
-    prov = gatelib.provenance(run)
+    fp = runinfo.fingerprint(run, gate)
+    prov = runinfo.provenance(run)
     lines.append(" · ".join(["**{}** {}".format(_text(k), _text(v)) for k, v in fp] + [
         "**commit** {}".format(_text(prov["commit"][:12]) if prov["commit"] else "unknown"),
         "**config digest** {}".format(_text(prov["config_digest"][:12]) if prov["config_digest"] else "unknown")]))
     lines.append("")
-    if gatelib.is_host_only(run):
-        lines += ["> host CPU figures ({}), not Jetson figures".format(_text(gatelib.host_cpu(
+    if runinfo.is_host_only(run):
+        lines += ["> host CPU figures ({}), not Jetson figures".format(_text(runinfo.host_cpu(
             (run.get("benchmark") or {}).get("where") or {}) or "CPU not recorded")), ""]
     lines += _table(["stage", "status", "result"], [[s["name"], s.get("status"), s.get("summary") or s.get("message") or ""]
                                                      for s in run["stages"]])
@@ -70,7 +72,7 @@ def render_markdown(run, gate=None):
             rows.append(["ONNX → engine", (acc.get("tolerance") or {}).get("precision"), fmt(acc.get("max_abs_diff")),
                          "–" if top1 is None else "{:.1%}".format(top1)])
         lines += _table(["comparison", "precision", "max abs diff", "top-1 agreement"], rows)
-    for note in gatelib.noise_notes(run, gate):
+    for note in runinfo.noise_notes(run, gate):
         lines += ["", "> {}".format(_text(note))]
     cons = bench.get("consistency")
     if cons:

@@ -1,9 +1,10 @@
 """TensorFlow graphs through the pass runner (pipeline.rewrite.engine): their inputs and
-outputs, the passes to apply, and ``--auto`` (apply what ``deploy check`` names, check again).
+outputs, the passes to apply, and ``--auto``'s loop (apply what pipeline.rewrite.plan picks from
+``deploy check``'s report, check again).
 """
 
-from pipeline.rewrite import order, registry
 from pipeline.rewrite.engine import TFSubject, check_names, run_passes
+from pipeline.rewrite.plan import ROUNDS, auto_plan
 
 
 def graph_io(graph, path, outputs=None):
@@ -24,29 +25,26 @@ def apply_passes(graph, io, names, options, samples, tolerance=1e-4, reference=N
 
 
 def auto_passes(graph, target):
-    """The passes `deploy check` names as fixes for this graph's findings, runnable without options."""
-    from pipeline.check import check_graph
+    """(the passes --auto applies to this graph now (pipeline.rewrite.plan), its CheckReport)."""
+    from pipeline.check.checker import check_graph
     from pipeline.rewrite.tfgraph import view
 
     report = check_graph(view(graph), target)
-    passes = registry("tf")
-    wanted = set()
-    findings = report.findings + [f for r in report.routes for f in r.findings + r.accepted_but_wrong]
-    for f in findings:
-        if f.rewrite in passes and not passes[f.rewrite].needs and (f.severity == "blocker" or f.batch_dependent
-                                                                       or f.kind == "accepted_but_wrong"):
-            wanted.add(f.rewrite)
-    return [n for n in order("tf") if n in wanted], report
+    return auto_plan(report), report
 
 
-def rewrite_auto(graph, io, target, options, samples, tolerance=1e-4, reference=None, progress=None, rounds=5):
-    """Apply every pass a finding of `deploy check` names, check again, repeat until nothing applies."""
+def rewrite_auto(graph, io, target, options, samples, tolerance=1e-4, reference=None, progress=None, rounds=ROUNDS,
+                 report=None):
+    """Apply every pass a finding of `deploy check` names, check again, repeat until nothing applies.
+    ``report``: the graph's CheckReport as it is now, when the caller has it (not checked again).
+    Returns (receipt, the CheckReport of the graph as it is at the end)."""
     receipt, applied = [], []
     for _ in range(rounds):
-        names, report = auto_passes(graph, target)
+        names, report = (auto_plan(report), report) if report is not None else auto_passes(graph, target)
         names = [n for n in names if n not in applied]
         if not names:
             return receipt, report
         receipt += apply_passes(graph, io, names, options, samples, tolerance, reference, progress)
         applied += names
+        report = None  # the graph changed
     return receipt, auto_passes(graph, target)[1]

@@ -22,8 +22,9 @@ def sample_inputs(graph, io, dataset=None, count=4, seed=0):
 
 def rewrite_model(model, target, pass_names=(), auto=False, options=None, reference=None, dataset=None,
                   samples=4, tolerance=1e-4, progress=None, outputs=None):
-    """Returns (TFGraph, io, receipt dict). ``reference``: path of an inference-mode frozen graph."""
-    from pipeline.check import check_graph
+    """Returns (TFGraph, io, receipt dict, CheckReport after). ``reference``: path of an inference-mode
+    frozen graph. --auto's passes: pipeline.rewrite.plan.auto_plan."""
+    from pipeline.check.checker import check_graph
     from pipeline.rewrite.apply import apply_passes, graph_io, rewrite_auto
     from pipeline.rewrite.tfgraph import view
     from pipeline.rewrite.tfgraph import TFGraph
@@ -41,10 +42,11 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
     nodes_before = len(graph.graph_def.node)
     options = options or {}
     receipt = apply_passes(graph, io, list(pass_names), options, images, tolerance, ref, progress) if pass_names else []
+    current = None if pass_names else before  # the graph's report as it is now, when no pass has run
     if auto:
-        more, _ = rewrite_auto(graph, io, target, options, images, tolerance, ref, progress)
+        more, current = rewrite_auto(graph, io, target, options, images, tolerance, ref, progress, report=current)
         receipt += more
-    after = check_graph(view(graph), target)
+    after = current if current is not None else check_graph(view(graph), target)
     summary = {
         "model": str(model),
         "target": target.name,
@@ -118,18 +120,17 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
     Runtime unless it changes behaviour by design. Returns (ModelProto, receipt dict, CheckReport after)."""
     import onnx
 
-    from pipeline.check import check_graph
+    from pipeline.check.checker import check_graph
     from pipeline.graph.readers import read_model
-    from pipeline.rewrite import order
     from pipeline.rewrite.engine import ONNXSubject, check_names, run_passes
+    from pipeline.rewrite.plan import auto_plan
 
     options = dict(options or {})
     options.setdefault("lower_opset", {}).setdefault("opset", target.max_opset)
     before = check_graph(read_model(model_path), target)
     names = list(pass_names)
     if auto:
-        findings = before.findings + [f for r in before.routes for f in r.findings + r.accepted_but_wrong]
-        names += [n for n in order("onnx") if n not in names and any(f.rewrite == n for f in findings)]
+        names += [n for n in auto_plan(before, kind="onnx") if n not in names]
     check_names(names, "onnx")
     model = _load_onnx(model_path)
     subject = ONNXSubject(model, _onnx_feed(model, samples))

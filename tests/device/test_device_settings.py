@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.device.client import Device
 from pipeline.device.errors import DeviceError
-from pipeline.device.transport import SshTransport, connect_timeout_option
+from pipeline.device.ssh import SshTransport, connect_timeout_option
 from pipeline.errors import EXIT_DEVICE
 
 from devicekit import device_cfg, ssh_cfg, tiny_onnx

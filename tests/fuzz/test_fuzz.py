@@ -21,10 +21,7 @@ CASES = sorted((kind, path) for kind in targets.TARGETS for folder in ("corpus",
 
 
 # corpus cases that still crash, each waiting on a fix outside tests/fuzz (strict: the mark must go with the fix)
-KNOWN = {"runs/deep_nesting_report": "pipeline/records.py read() does not catch json's RecursionError "
-                                     "(requests-h14.md)",
-         "runs/deep_nesting_compare": "pipeline/records.py read() does not catch json's RecursionError "
-                                      "(requests-h14.md)"}
+KNOWN = {}  # corpus cases known to fail, with the reason (strict xfail): none
 
 
 def _case(kind, path):

@@ -56,6 +56,17 @@ def test_a_current_night_without_figures_is_no_data_h3(tmp_path):
     assert res.returncode == 4 and json.loads(res.stdout)["verdict"] == "no data"
 
 
+def test_a_current_night_that_failed_is_never_a_pass_even_with_figures(tmp_path):
+    """Found by the run-folder fuzzer: a current night with a FAILED marker (or a run that exited non-zero)
+    but a benchmark.json passed the gate with exit 0."""
+    base = night(tmp_path / "base", 1, 4.0)
+    cur = night(tmp_path / "cur", 2, 4.0)
+    (cur / "FAILED").write_text("on-board tests: failure\n")
+    result = compare_runs(load_run(base), load_run(cur))
+    assert result["verdict"] == "not comparable" and "FAILED by the workflow: on-board tests: failure" in result["reasons"][0]
+    assert deploy("compare", base, cur).returncode == 4
+
+
 def test_a_comparison_of_nothing_is_never_a_pass_issue22(tmp_path):
     """Batch sizes that do not meet, no accuracy, no check: nothing compared."""
     base = make_run(tmp_path / "base", medians={1: 4.0}, device=False, consistency=None, deployable=None)

@@ -363,7 +363,7 @@ def test_the_model_section_has_size_parameters_flops_and_engine_settings_while_p
 
 
 def test_engine_settings_fall_back_to_the_config_file_and_a_built_engine_profile(tmp_path):
-    from pipeline.report.verdict import engine_settings
+    from pipeline.report.model_facts import engine_settings
 
     run = make_run(tmp_path / "tx2")
     config = tmp_path / "c.yaml"

@@ -1,6 +1,6 @@
 """Op substitutions for a route that lacks an op: activations as ops every route has, UFF's op names."""
 
-from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.pass_table import rewrite_pass
 from pipeline.rewrite.tfgraph import split_tensor
 
 

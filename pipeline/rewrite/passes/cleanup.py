@@ -1,6 +1,6 @@
 """Clean-ups that keep behaviour: pass-through ops bypassed, what the outputs do not need dropped."""
 
-from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.pass_table import rewrite_pass
 
 
 _PASS_THROUGH = ("Identity", "CheckNumerics", "CheckNumericsV2", "StopGradient", "PreventGradient", "Snapshot")

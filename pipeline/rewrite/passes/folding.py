@@ -1,7 +1,7 @@
 """Folding that keeps behaviour: constant subgraphs evaluated once, batch norm into its convolution, Pad into it, no-op casts."""
 
 from pipeline.graph.analysis import FUSED_BATCH_NORM
-from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.pass_table import rewrite_pass
 from pipeline.rewrite.tfgraph import split_tensor, view
 
 

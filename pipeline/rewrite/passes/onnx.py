@@ -12,7 +12,7 @@ that read a renamed or retyped outer tensor are kept consistent.
 """
 
 from pipeline.errors import DeployError
-from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.pass_table import rewrite_pass
 from pipeline.rewrite.passes.onnx_opset import lower_opset, node_label
 
 TRT_PLUGIN_DOMAIN = "trt.plugins"  # onnx.checker skips unknown domains; TensorRT's parser matches op_type only

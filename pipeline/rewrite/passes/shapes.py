@@ -1,7 +1,7 @@
 """Shapes and cuts: fix an input's shape, make inner nodes new inputs (both need options; --auto never guesses them)."""
 
 from pipeline.errors import DeployError
-from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.pass_table import rewrite_pass
 
 
 @rewrite_pass("cut", needs=("inputs",))

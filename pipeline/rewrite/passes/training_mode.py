@@ -6,7 +6,7 @@ inference-mode reference or with the properties they promise (deterministic, bat
 
 from pipeline.graph.analysis import FUSED_BATCH_NORM
 from pipeline.errors import DeployError
-from pipeline.rewrite import rewrite_pass
+from pipeline.rewrite.pass_table import rewrite_pass
 from pipeline.rewrite.tfgraph import split_tensor, view
 
 

@@ -1,30 +1,19 @@
 """What `deploy rewrite --auto` would make of a graph that is NO as it is: a dry run in memory.
 
 When every finding that makes the verdict NO has a rewrite pass that needs no option, the passes
-`--auto` would pick are applied to a copy of the graph (no file written, nothing run: passes that
-evaluate part of the graph in TensorFlow are left out) and the graph is checked again:
+`--auto` would pick (pipeline.rewrite.plan.auto_plan, dry run: passes that evaluate part of the graph
+in TensorFlow are left out) are applied to a copy of the graph (no file written, nothing run) and the
+graph is checked again:
 
     prediction = predict_rewrite("frozen.pb", target, report)
     # {"verdict": "YES", "passes": ["strip_dropout", "bn_inference"], "remaining": ""}
 
 It is a prediction of the structure: `deploy rewrite` applies the same passes and checks the
-numbers after each.
+numbers after each. pipeline.check.model.check_model calls it when a model is NO.
 """
 
 from pipeline.errors import DeployError
-
-ROUNDS = 5
-
-
-def blocking_findings(report):
-    """What makes the verdict NO on the recommended route: its blockers (own and graph-level) and
-    what it accepts but runs wrong."""
-    best = report.recommended
-    if best is None:
-        return []
-    own = [f for f in best.findings if f.severity == "blocker"]
-    common = [f for f in report.findings if f.severity == "blocker" and f.route in ("all", best.route)]
-    return own + common + list(best.accepted_but_wrong)
+from pipeline.rewrite.plan import ROUNDS, auto_plan, blocking_findings
 
 
 def predict_rewrite(path, target, report):
@@ -42,17 +31,16 @@ def predict_rewrite(path, target, report):
 
 
 def _dry_run(path, target, registry):
-    from pipeline.check import check_graph
-    from pipeline.rewrite.apply import auto_passes, graph_io
-    from pipeline.rewrite.tfgraph import view
-    from pipeline.rewrite.tfgraph import TFGraph
+    from pipeline.check.checker import check_graph
+    from pipeline.rewrite.apply import graph_io
+    from pipeline.rewrite.tfgraph import TFGraph, view
 
     graph = TFGraph.load(path)
     outputs = [o["name"] for o in graph_io(graph, path)["outputs"]]
-    applied, problems = [], []
+    applied, problems, report = [], [], None
     for _ in range(ROUNDS):
-        names, _ = auto_passes(graph, target)
-        names = [n for n in names if n not in applied and not registry[n].runs_graph]
+        report = check_graph(view(graph), target)
+        names = [n for n in auto_plan(report, dry_run=True) if n not in applied]
         if not names:
             break
         for name in names:
@@ -62,7 +50,9 @@ def _dry_run(path, target, registry):
                 problems.append(e.message)
             applied.append(name)
             graph.prune(outputs)
-    report = check_graph(view(graph), target)
+        report = None  # the graph changed
+    if report is None:
+        report = check_graph(view(graph), target)
     remaining = "; ".join(problems)
     if not report.deployable and not remaining:
         left = blocking_findings(report)

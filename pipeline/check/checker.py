@@ -1,0 +1,190 @@
+"""The checker: a Graph view (pipeline.graph) and a target in, a CheckReport out.
+
+    report = check_graph(read_model("frozen.pb"), load_target("jetson_tx2"))
+
+Every route the target has is judged from its op table (pipeline.check.routes), the onnx route of a
+frozen TensorFlow graph on tf2onnx's real output when it can run (pipeline.check.convert_probe).
+Reading the file and the `deploy rewrite --auto` prediction are check_model's (pipeline.check.model).
+"""
+
+from pipeline.check.findings import CheckReport, Finding, RouteResult
+from pipeline.graph.analysis import constant_subgraph, input_dtype
+
+
+def check_graph(graph, target, routes=None, convert=False, convert_timeout=None):
+    """Check a Graph view. ``convert`` (see check_model): only a graph read from a frozen .pb or
+    .pbtxt file can be converted; in-memory graphs (deploy rewrite's) are predicted."""
+    from pipeline.check import patterns
+    from pipeline.check import routes as route_checks
+    from pipeline.check.dropout import tf2onnx_replaces_dropout
+    from pipeline.check.inference import inference_findings, unsafe_op_findings
+    from pipeline.errors import DeployError
+    from pipeline.targets.optables import load_op_table
+
+    wanted = list(routes) if routes else list(target.routes)
+    for route in wanted:
+        if route not in target.routes:
+            raise DeployError("--route {}: {} has no {} route (it has: {})".format(route, target.name, route, ", ".join(target.routes)))
+    plugins, known_plugins = _plugins(target)
+    matches = patterns.find_patterns(graph) if graph.kind == "tensorflow" else patterns.find_onnx_patterns(graph)
+    by_node = {}
+    for match in matches:
+        for name in match.nodes:
+            by_node.setdefault(name, match)
+    custom = custom_ops(graph, known_plugins)
+    unchecked = {n for names in custom.values() for n in names}  # reported once, for every route
+    if graph.format in ("saved_model", "meta_graph"):
+        # not frozen yet, as expected: freezing turns the variables into constants
+        for match in matches:
+            if match.family == "variables":
+                match.severity = "info"
+                match.cause = "the weights are variables (a SavedModel / checkpoint graph is not frozen yet)"
+                match.fix = "nothing to do: freezing (deploy's freeze stage) turns them into constants"
+                unchecked |= set(match.nodes)
+    folded = constant_subgraph(graph, frozen=unchecked - {n for names in custom.values() for n in names}) \
+        if graph.kind == "tensorflow" else set()
+    # what tf2onnx's dropout rewriter really replaces (a constant rate, its exact patterns)
+    dropout_rewritten = {n for m in matches if m.kind == "dropout_training" and tf2onnx_replaces_dropout(
+        graph, m, folded) for n in m.nodes}
+    findings = inference_findings(graph, matches)
+
+    results = []
+    for route in wanted:
+        table_name = target.op_table_for(route)
+        table = load_op_table(table_name) if table_name else None
+        if graph.kind == "onnx" and route != "onnx":
+            results.append(RouteResult(route, table_name, "", applicable=False,
+                                       note="an ONNX model takes the onnx route only"))
+        elif table is None:
+            results.append(RouteResult(route, None, "", applicable=False, note="no op table for this route"))
+        elif route == "uff":
+            results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, unchecked))
+        elif route == "tftrt":
+            results.append(route_checks.check_tftrt(graph, target, table, by_node, unchecked))
+        elif graph.kind == "onnx":
+            results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
+        else:
+            from pipeline.targets.tf2onnx import load_tf2onnx_table
+
+            converter = load_tf2onnx_table()
+            opset = min(target.max_opset, converter.max_opset)  # what deploy's convert stage emits
+            result = route_checks.check_tf_onnx(graph, target, table, converter, opset,
+                                                by_node, plugins, known_plugins, dropout_rewritten | folded | unchecked)
+            if dropout_rewritten:
+                result.findings.append(Finding(
+                    "info", "onnx", "pattern", "RandomUniform", sorted(dropout_rewritten),
+                    "dropout in training mode with a constant rate: tf2onnx's dropout rewriter turns it into ONNX "
+                    "Dropout, a no-op at inference", "none needed for the onnx route; rewrite strip_dropout removes it "
+                    "for every route", "strip_dropout"))
+            blocked = bool(custom) or any(f.severity == "blocker" for f in findings)
+            results.append(_ask_converter(graph, target, table, result, by_node, plugins, known_plugins, convert,
+                                          blocked, convert_timeout))
+    covered = {n for f in findings for n in f.nodes}
+    findings += _graph_findings(graph, [m for m in matches if not covered.issuperset(m.nodes)], results, custom)
+    findings += unsafe_op_findings(graph)
+    if graph.format == "keras":
+        from pipeline.check.keras_lambda import explain_lambdas
+
+        explain_lambdas(graph, results, findings)
+    return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
+
+
+def _ask_converter(graph, target, table, predicted, by_node, plugins, known_plugins, convert, blocked, timeout=None):
+    """The onnx route on tf2onnx's real output when it can run, else ``predicted`` labelled why not."""
+    from pipeline.check import convert_probe
+    from pipeline.check.findings import PREDICTED
+
+    predicted.basis = PREDICTED
+    if convert is False:
+        return predicted
+    if not convert_probe.available():
+        predicted.note = "TensorFlow or tf2onnx is not installed (pip install deploy[tf]), or {}=0".format(
+            convert_probe.CONVERT_ENV)
+        return predicted
+    if graph.format not in convert_probe.FORMATS or not graph.source:
+        predicted.note = "tf2onnx converts the frozen graph; this is a {} (deploy's freeze stage makes one)".format(
+            graph.format or "graph in memory")
+        return predicted
+    if blocked:
+        predicted.note = "the graph is NO before conversion (see every route)"
+        return predicted
+    conversion = convert_probe.convert(graph.source, predicted.opset, timeout=timeout)
+    result = convert_probe.converted_route(conversion, graph, target, table, by_node, plugins, known_plugins, predicted)
+    if result is None:
+        predicted.note = conversion.message
+        return predicted
+    return result
+
+
+def _plugins(target):
+    """(plugins in the target's TensorRT {name: versions}, every plugin name deploy knows)."""
+    from pipeline.targets.plugins import known_plugin_names, plugins_for
+
+    return plugins_for(target.tensorrt), known_plugin_names()
+
+
+def custom_ops(graph, known_plugins):
+    """{op: [nodes]} of a TensorFlow graph's ops that TensorFlow does not register (and no plugin has)."""
+    from pipeline.check import patterns
+
+    custom = {}
+    if graph.kind == "tensorflow":
+        _, registered = patterns.tensorflow_ops()
+        for node in graph.nodes.values():
+            if node.op not in registered and node.op not in known_plugins:
+                custom.setdefault(node.op, []).append(node.name)
+    return custom
+
+
+def _graph_findings(graph, matches, results, custom):
+    """Route-independent findings: custom ops, unfrozen variables, batch dependence, and the
+    patterns no route finding has explained yet."""
+    from pipeline.check import patterns
+
+    findings = []
+    if custom:
+        tf_version, _ = patterns.tensorflow_ops()
+        for op, names in custom.items():
+            findings.append(Finding(
+                "blocker", "all", "custom_op", op, names,
+                "custom op {}: TensorFlow {} has no such op, so the graph cannot be loaded without its op library".format(op, tf_version),
+                "load its library (tf.load_op_library) and replace it with standard ops or a TensorRT plugin, or cut it out"))
+    explained = {n for r in results for f in r.findings + r.accepted_but_wrong for n in f.nodes if f.severity != "info"}
+    for match in matches:
+        if match.batch_dependent or match.stochastic:
+            findings.append(Finding("warning", "all", "batch_dependent" if match.batch_dependent else "stochastic",
+                                    _ops(graph, match.nodes), match.nodes, match.cause, match.fix, match.rewrite,
+                                    match.batch_dependent))
+            continue
+        if match.explains_only or all(n in explained for n in match.nodes):
+            continue
+        severity = match.severity if match.family in ("variables", "debug") else "info"
+        findings.append(Finding(severity, "all", "pattern", _ops(graph, match.nodes), match.nodes, match.cause, match.fix,
+                                match.rewrite))
+    return findings
+
+
+def _ops(graph, names):
+    return "/".join(sorted({graph.nodes[n].op for n in names if n in graph.nodes}))
+
+
+def _describe_model(graph):
+    ops = sorted({n.op for n in graph.nodes.values()})
+    return {
+        "path": str(graph.source),
+        "format": graph.format,
+        "kind": graph.kind,
+        "nodes": len(graph.nodes),
+        "op_types": len(ops),
+        "opset": graph.opset,
+        "inputs": [{"name": t, "dtype": input_dtype(graph, t), "shape": (graph.input_shapes or {}).get(t)} for t in graph.inputs],
+        "outputs": list(graph.outputs),
+        # a SavedModel / meta graph read with a signature: every signature and its inputs (tf_reader)
+        "signatures": getattr(graph, "signatures", None),
+    }
+
+
+def _describe_target(target):
+    return {"name": target.name, "jetpack": target.jetpack, "tensorrt": target.tensorrt, "routes": list(target.routes),
+            "max_opset": target.max_opset, "runtime": target.runtime,
+            "runtime_label": "ONNX Runtime on this machine" if target.runtime == "onnxruntime" else None}

@@ -1,0 +1,46 @@
+"""deploy check MODEL... --target T: will a model convert for a Jetson?"""
+
+from pipeline.cli.args import LazyChoices, add_format, add_trust, add_verb, positive, write_or_fail
+
+
+def add_parser(subparsers):
+    p = add_verb(subparsers, "check", run)
+    p.add_argument("model", nargs="+", help="frozen .pb/.pbtxt, SavedModel directory, .keras/.h5, TF1 .meta or .onnx; "
+                   "several, or a folder (every model in it): one verdict each, then a summary table, exit code the "
+                   "worst (1 unreadable > 2 NO > 0)")
+    p.add_argument("--target", "-t", required=True, help="a target name (deploy targets) or a target .yaml file")
+    p.add_argument("--route", action="append", choices=LazyChoices("pipeline.targets.device", "ROUTES"),
+                   metavar="ROUTE", help="check only this route: %(choices)s (repeatable; default: every route "
+                   "the target has)")
+    add_format(p, help="report format: text, json, markdown (default text)")
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report for CI")
+    p.add_argument("--signature", default="serving_default", help="SavedModel signature to check (default serving_default)")
+    p.add_argument("--no-convert", dest="convert", action="store_false", default=None,
+                   help="predict the onnx route from the tables only; do not run tf2onnx on a frozen graph "
+                        "(the report says \"predicted, tf2onnx not run\")")
+    p.add_argument("--convert-timeout", type=positive, metavar="SECONDS",
+                   help="time limit of the tf2onnx subprocess (default: $DEPLOY_CHECK_CONVERT_TIMEOUT, else 120)")
+    add_trust(p)  # a Keras Lambda layer's Python code is loaded (and traced) only with it
+
+
+def run(args):
+    """Will this model convert for this Jetson? Offline check against the target's op tables."""
+    from pipeline.check import check_model, zoo
+    from pipeline.check.report import FORMATS as REPORT_FORMATS, format_junit
+    from pipeline.errors import EXIT_NOT_DEPLOYABLE
+    from pipeline.targets import load_target
+
+    target = load_target(args.target)
+    models = args.model
+    convert = {"convert": args.convert, "convert_timeout": args.convert_timeout}
+    if zoo.is_zoo(models):
+        entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, **convert)
+        print(zoo.FORMATS[args.format](entries))
+        if args.junit:
+            write_or_fail(args.junit, zoo.format_junit(entries), "--junit")
+        return zoo.exit_code(entries)
+    report = check_model(models[0], target, routes=args.route, signature=args.signature, **convert)
+    print(REPORT_FORMATS[args.format](report))
+    if args.junit:
+        write_or_fail(args.junit, format_junit(report), "--junit")
+    return 0 if report.deployable else EXIT_NOT_DEPLOYABLE

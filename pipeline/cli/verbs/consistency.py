@@ -1,0 +1,40 @@
+"""deploy consistency MODEL: the same image alone and inside batches."""
+
+import json
+import sys
+
+from pipeline.cli.args import add_format, add_trust, add_verb, batch_sizes, count, positive, tolerance
+from pipeline.errors import EXIT_STAGE_FAILED, DeployError
+
+
+def add_parser(subparsers):
+    p = add_verb(subparsers, "consistency", run)
+    p.add_argument("model", help="a frozen TensorFlow graph (.pb/.pbtxt) or an .onnx model")
+    p.add_argument("--batch-sizes", type=batch_sizes, default=[2, 8],
+                   help="batch sizes to place each image in (default 2,8); above 16, 8 positions are sampled")
+    p.add_argument("--time-limit", type=positive, default=600, metavar="SECONDS",
+                   help="refuse a check estimated to take longer (default 600; estimated from a timed first batch)")
+    p.add_argument("--samples", type=count, default=4, help="images to test (default 4)")
+    p.add_argument("--dataset", help="image folder to take them from (default: seeded random pixels)")
+    p.add_argument("--tolerance", type=tolerance, help="max abs difference (default 1e-5, plus 1e-4 relative)")
+    add_format(p, ("text", "json"))
+    add_trust(p)
+
+
+def run(args):
+    """Same image alone and inside batches: do the outputs agree? Names the first layer that diverges."""
+    from pipeline.numeric import ATOL
+    from pipeline.numeric.consistency import check_model, format_report
+
+    try:
+        report = check_model(args.model, args.batch_sizes, args.samples, args.dataset,
+                             ATOL if args.tolerance is None else args.tolerance, time_limit_s=args.time_limit,
+                             progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except DeployError as e:
+        if args.format != "json":
+            raise
+        print(json.dumps({"status": "error", "error": e.message, "code": e.code}, indent=2), file=sys.stderr)
+        return e.code
+    print(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) if args.format == "json"
+          else format_report(report))
+    return 0 if report.passed else EXIT_STAGE_FAILED
