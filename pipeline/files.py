@@ -95,9 +95,11 @@ def refuse_link(path):
                           "folder: remove the link and re-run".format(path, os.readlink(str(path))))
 
 
-def write_json(path, data):
-    """Write JSON atomically."""
-    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+def write_json(path, data, final_newline=True):
+    """Write JSON atomically (indented, keys sorted): the one JSON writer of deploy's files. Stage outputs
+    written before this writer existed keep their bytes (their sha256 is in manifests and cache keys):
+    ``final_newline=False`` for the freeze and rewrite stages' io.json and the export stage's signature.json."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + ("\n" if final_newline else ""))
 
 
 def die_with_parent():

@@ -294,7 +294,7 @@ def test_io_json_next_to_the_graph_is_used(tmp_path):
 def _onnx(tmp_path, pb):
     import onnx
 
-    from pipeline.stages.convert import to_onnx
+    from pipeline.convert import to_onnx
     from pipeline.graph.io import graph_io
     from pipeline.tf.graph import load_graph_def
 

@@ -191,7 +191,7 @@ def test_the_rewrite_receipt_and_the_gates_file_carry_their_schema(tmp_path):
 
 def test_the_engine_route_reads_check_json_through_its_schema(tmp_path):
     """Old: a check.json whose ``recommended`` was a string was an AttributeError traceback."""
-    from pipeline.device.engine import route
+    from pipeline.stages.engine import route
 
     report = tmp_path / "check.json"
     ctx = types.SimpleNamespace(config=types.SimpleNamespace(stages=types.SimpleNamespace(

@@ -19,8 +19,8 @@ from pipeline.bench.latency import summarize
 
 def on_target_device(label, target, board):
     """The one rule: a TensorRT run, for a TensorRT target, on a board that the probe says is the target."""
-    return (label.get("runtime") == "tensorrt" and getattr(target, "runtime", None) == "tensorrt"
-            and board is not None and board == getattr(target, "name", None))
+    return (label.get("runtime") == "tensorrt" and target.runtime == "tensorrt"
+            and board is not None and board == target.name)
 
 
 def result(entry):

@@ -275,7 +275,7 @@ def _child(path, opset, out):
 
     from pipeline.errors import DeployError, StageFailed
     from pipeline.graph.io import graph_io
-    from pipeline.stages import convert as stage
+    from pipeline import convert as stage  # the convert stage's library: the same to_onnx and opset cap
     from pipeline.tf.graph import load_graph_def
     from pipeline.tf.screen import screen_graph
 

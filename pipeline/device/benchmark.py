@@ -11,39 +11,43 @@ placement (engine.json's ``dla``).
 import tempfile
 from pathlib import Path
 
-from pipeline.device.client import device_for, fingerprint, hardware_label
+from pipeline.device.client import fingerprint, hardware_label
 from pipeline.errors import DeployError
 
 
-def model_for(ctx, device):
-    """(local model file, backend): the engine on TensorRT, else the ONNX model on ONNX Runtime."""
+def model_for(device, engine, onnx):
+    """(local model file, backend): the engine (the engine stage's file, or None) on TensorRT, else the ONNX
+    model (the convert stage's artifact) on ONNX Runtime."""
     from pipeline.files import onnx_file
 
     backend = device.backend()
-    engine = ctx.inputs.get("engine")
     if backend == "tensorrt":
         if engine is None:
             raise DeployError("device.backend is tensorrt on {} but the config has no stages.engine: add engine: "
                               "to build the engine the benchmark runs".format(device.describe()))
         return Path(engine), "tensorrt"
-    return onnx_file(ctx.inputs["onnx"]), "onnxruntime"
+    return onnx_file(onnx), "onnxruntime"
+
+
+def _noop(message):
+    pass
 
 
 class DeviceRun:
-    """The agent on the configured device: the engine on TensorRT, else the ONNX model on ONNX Runtime.
-    Same request and answer as the host's ``pipeline.bench.host.HostRun``."""
+    """The agent on ``device``: the engine on TensorRT, else the ONNX model on ONNX Runtime (``model_for``).
+    Same request and answer as the host's ``pipeline.bench.host.HostRun``. ``transport`` (the config's
+    device.transport) and ``power`` (device.power) label and shape the request; ``log`` takes progress lines."""
 
-    def __init__(self, ctx):
+    def __init__(self, device, engine, onnx, *, dla_core=None, power=False, transport=None, log=_noop):
         from pipeline.backends.device import DeviceSession
 
-        self.ctx = ctx
-        self.device = device_for(ctx.config, ctx.progress)
-        self.model_path, self.backend = model_for(ctx, self.device)
+        self.device, self.transport, self.log = device, transport, log
+        self.model_path, self.backend = model_for(device, engine, onnx)
         remote_model = self.device.transport.send(self.model_path)
-        self.session = DeviceSession(self.device, remote_model, self.backend, dla_core=_dla_core(ctx))
+        self.session = DeviceSession(self.device, remote_model, self.backend, dla_core=dla_core)
         self.inputs = self.session.inputs
         self.request = {"model": remote_model, "backend": self.backend, "dla_core": self.session.request["dla_core"],
-                        "power": bool(ctx.config.device.power)}
+                        "power": bool(power)}
         self.probe = {}
 
     @property
@@ -59,14 +63,14 @@ class DeviceRun:
             return self.device.transport.send(path)
 
     def benchmark(self, request):
-        self.ctx.progress.log("benchmark: {} on {} ({})".format(self.model_path.name, self.device.describe(),
+        self.log("benchmark: {} on {} ({})".format(self.model_path.name, self.device.describe(),
                                                                 self.backend))
         answer = self.device.call(request, what="the benchmark")
         self.probe = self.device.probe()
         return answer
 
     def where(self, label, target):
-        where = {"device": self.device.describe(), "transport": self.ctx.config.device.transport,
+        where = {"device": self.device.describe(), "transport": self.transport,
                  "fingerprint": fingerprint(self.probe)}
         hardware = hardware_label(self.probe)
         if hardware:
@@ -75,7 +79,7 @@ class DeviceRun:
         if warnings:
             where["warnings"] = warnings
             for w in warnings:
-                self.ctx.progress.log("warning: " + w)
+                self.log("warning: " + w)
         if self.backend == "tensorrt":
             where.update(dla_fields(self.model_path.with_name("engine.json")))
         return where
@@ -107,11 +111,6 @@ def dla_fields(engine_json):
     if dla.get("runs_on") in ("dla", "mixed") and dla.get("core") is not None:
         out["dla_core"] = dla["core"]
     return out
-
-
-def _dla_core(ctx):
-    engine = ctx.config.stages.engine
-    return engine.dla_core if engine is not None else None
 
 
 def noise_warnings(probe):

@@ -1,5 +1,10 @@
 """The engine stage's work on the host side: send the ONNX model (and int8 calibration images) to
-the device, have the agent build there, fetch the engine and its log back.
+the device, have the agent build there, fetch the engine and its log back. Library functions take
+values (a Device, paths, EngineOptions, a profile) and return an ``EngineResult``; the engine stage
+(``pipeline.stages.engine``) turns the config into these values and the result into its files.
+
+    profile = profile_for(onnx_inputs(onnx_path), opts, batch_sizes)
+    result = build(device, onnx_path, opts, profile, target=target, engine_path=out, log_path=log)
 
 The runner's cache key already holds the ONNX model's sha256, the target (TensorRT version, board),
 the stage's options (precision, workspace, profile, DLA, builder) and the dataset fingerprint
@@ -10,10 +15,11 @@ calibration cache per model and image set, so a rebuild is faster and int8 calib
 import hashlib
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Optional
 
-from pipeline import records
-from pipeline.device.client import device_for, fingerprint
+from pipeline.device.client import fingerprint
 from pipeline.errors import DeployError
 
 ENGINE_SUFFIX = ".engine"
@@ -55,7 +61,7 @@ def profile_for(inputs, opts, batch_sizes):
     if biggest > opts.max_batch_size:
         raise DeployError("stages.engine.max_batch_size is {} but stages.benchmark.batch_sizes has {}: the engine's "
                           "profile must cover it; raise max_batch_size".format(opts.max_batch_size, biggest))
-    static = dla_batch(opts, batch_sizes) if getattr(opts, "dla_core", None) is not None else None
+    static = dla_batch(opts, batch_sizes) if opts.dla_core is not None else None
     profile = {}
     for name, dims in inputs:
         if not dims:
@@ -83,20 +89,47 @@ def calibration_batch_for(profile, wanted=8):
     return batch
 
 
-def build_engine(ctx, onnx_path):
-    opts, target = ctx.options, ctx.target
-    device = device_for(ctx.config, ctx.progress)
-    device.check_tensorrt(target, warn=ctx.progress.log)
+@dataclass
+class Calibration:
+    """int8 calibration images for the model's one image input: float32 NHWC 0..255 (as at export) and
+    where they came from ("dataset (...)")."""
+    images: Any
+    source: str
+    input: str
+
+
+@dataclass
+class EngineResult:
+    """A build's outcome: the engine (fetched to ``engine_path``), its manifest (the agent's answer, the
+    device's fingerprint and, on the ONNX route, the profile: engine.json), the build log where one came
+    back, and the device's description and board."""
+    engine: Path
+    manifest: dict
+    log: Optional[Path]
+    device: str
+    board: Optional[str]
+
+
+def _tag(*parts, sort_keys=False):
+    return hashlib.sha256(json.dumps(list(parts), sort_keys=sort_keys).encode()).hexdigest()[:16]
+
+
+def _noop(message):
+    pass
+
+
+def build(device, onnx_path, opts, profile, *, target, engine_path, log_path, calibration=None, log=_noop):
+    """Build a TensorRT engine from ``onnx_path`` on ``device`` (options ``opts``: EngineOptions; ``profile``:
+    ``profile_for``'s), fetch it to ``engine_path`` and the build log to ``log_path``. int8 needs
+    ``calibration`` (a Calibration)."""
+    device.check_tensorrt(target, warn=log)
     probe = device.probe()
     if opts.dla_core is not None and not target.dla_cores:
         raise DeployError("stages.engine.dla_core: {} has no DLA cores; remove dla_core".format(target.name))
-    bench = ctx.config.stages.benchmark
-    inputs = onnx_inputs(onnx_path)
-    profile = profile_for(inputs, opts, list(bench.batch_sizes) if bench is not None else [])
     transport = device.transport
     remote_onnx = transport.send(onnx_path)
     board = (probe.get("board") or target.name) + "-trt" + str(probe.get("tensorrt"))
-    tag = hashlib.sha256(json.dumps([remote_onnx, opts.model_dump(mode="json"), board], sort_keys=True).encode()).hexdigest()[:16]
+    tag = _tag(remote_onnx, opts.model_dump(mode="json"), board, sort_keys=True)
     request = {
         "command": "build", "onnx": remote_onnx, "precision": opts.precision, "workspace_mb": opts.workspace_mb,
         "profile": profile, "dla_core": opts.dla_core, "builder": opts.builder, "tensorrt": probe.get("tensorrt"),
@@ -107,46 +140,45 @@ def build_engine(ctx, onnx_path):
     }
     transport.exec("mkdir -p {w}/out {w}/cache".format(w=transport.work), what="preparing the work folder")
     if opts.precision == "int8":
-        request["calibration"] = _calibration(ctx, transport, inputs, remote_onnx, probe.get("tensorrt"),
-                                              calibration_batch_for(profile))
-    ctx.progress.log("engine: building {} {} on {} (TensorRT {})".format(
+        if calibration is None:
+            raise DeployError("stages.engine.precision int8 needs calibration images")
+        request["calibration"] = _calibration(transport, calibration, remote_onnx, probe.get("tensorrt"),
+                                              calibration_batch_for(profile), log)
+    log("engine: building {} {} on {} (TensorRT {})".format(
         Path(onnx_path).name, opts.precision, device.describe(), probe.get("tensorrt")))
-    result = _build_keeping_the_log(ctx, transport, device, request, "the engine build")
-    out = ctx.output("engine")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    transport.fetch(request["engine"], out)
-    result["device"] = fingerprint(probe)
-    result["profile"] = profile
-    records.write(ctx.out_dir / "engine.json", result, "engine")  # schema deploy.engine/1 (pipeline.records)
-    return {
-        "summary": "{} engine, {:.1f} MB, built in {:.1f} s on {}{}".format(
-            opts.precision, result.get("engine_bytes", 0) / 1e6, result.get("build_s", 0), device.describe(),
-            _dla_summary(result.get("dla")) if opts.dla_core is not None else ""),
-        "tensorrt": result.get("tensorrt_version"),
-        "build_s": result.get("build_s"),
-        "engine_bytes": result.get("engine_bytes"),
-        "board": probe.get("board"),
-    }
+    manifest = _build_keeping_the_log(log_path, transport, device, request, "the engine build")
+    manifest["device"] = fingerprint(probe)
+    manifest["profile"] = profile
+    return _fetched(transport, request, engine_path, log_path, manifest, device, probe)
 
 
-def _build_keeping_the_log(ctx, transport, device, request, what):
-    """The build's answer; its log (written on the device also when the build fails) lands in the stage's
-    folder as build.log either way, and a failed build's error says where it is."""
+def _fetched(transport, request, engine_path, log_path, manifest, device, probe):
+    engine_path = Path(engine_path)
+    engine_path.parent.mkdir(parents=True, exist_ok=True)
+    transport.fetch(request["engine"], engine_path)
+    log_path = Path(log_path)
+    return EngineResult(engine=engine_path, manifest=manifest, log=log_path if log_path.is_file() else None,
+                        device=device.describe(), board=probe.get("board"))
+
+
+def _build_keeping_the_log(log_path, transport, device, request, what):
+    """The build's answer; its log (written on the device also when the build fails) lands at ``log_path``
+    either way, and a failed build's error says where it is."""
     try:
         result = device.call(request, what=what)
     except DeployError as e:
-        kept = _fetch_log(transport, request, ctx.out_dir)
+        kept = _fetch_log(transport, request, log_path)
         if kept is not None:
             e.message = "{} (build log: {})".format(e.message, kept)
             e.args = (e.message,)
         raise
-    _fetch_log(transport, request, ctx.out_dir)
+    _fetch_log(transport, request, log_path)
     return result
 
 
-def _fetch_log(transport, request, out_dir):
-    """Fetch the device's build log to ``out_dir/build.log``; its path, or None where there is none."""
-    target = Path(out_dir) / "build.log"
+def _fetch_log(transport, request, log_path):
+    """Fetch the device's build log to ``log_path``; its path, or None where there is none."""
+    target = Path(log_path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():
@@ -157,7 +189,8 @@ def _fetch_log(transport, request, out_dir):
     return target
 
 
-def _dla_summary(dla):
+def dla_summary(dla):
+    """", DLA core 0: 40 layers on DLA, 2 on GPU" for a summary line ("" without DLA)."""
     if not dla:
         return ""
     if dla["runs_on"] == "unknown":
@@ -167,23 +200,13 @@ def _dla_summary(dla):
         " (the engine runs on the GPU)" if dla["runs_on"] == "gpu" else "")
 
 
-def _calibration(ctx, transport, inputs, remote_onnx, tensorrt, batch):
-    """Dataset images (preprocessed as at export: float32 NHWC 0..255, what the model's input takes) on the
-    device, calibrated ``batch`` images a batch (``calibration_batch_for``); the calibration cache is keyed
-    by model, images, batch and TensorRT version (a JetPack upgrade calibrates again)."""
+def _calibration(transport, calibration, remote_onnx, tensorrt, batch, log=_noop):
+    """The calibration images on the device, calibrated ``batch`` images a batch (``calibration_batch_for``);
+    the calibration cache is keyed by model, images, batch and TensorRT version (a JetPack upgrade
+    calibrates again)."""
     import numpy as np
 
-    from pipeline.data.dataset import dataset_samples
-
-    opts = ctx.options
-    if len(inputs) != 1 or len(inputs[0][1]) != 4:
-        raise DeployError("stages.engine.precision int8 needs one image input (NHWC); the model has {}".format(
-            ", ".join(n for n, _ in inputs)))
-    name, dims = inputs[0]
-    images, source = dataset_samples(ctx.config, opts.calibration_images, (dims[1], dims[2]))
-    if not source.startswith("dataset"):
-        raise DeployError("stages.engine.precision int8 calibrates on dataset images, and the config has none; set "
-                          "dataset.path (random pixels would give a useless calibration)")
+    images = calibration.images
     if len(images) < batch:
         raise DeployError("int8 calibration: the dataset has {} images, fewer than one calibration batch ({}); add "
                           "images or lower stages.engine.max_batch_size".format(len(images), batch))
@@ -191,62 +214,42 @@ def _calibration(ctx, transport, inputs, remote_onnx, tensorrt, batch):
         path = Path(tmp) / "calibration.npy"
         np.save(path, np.ascontiguousarray(images, dtype=np.float32))
         remote_images = transport.send(path)
-    key = hashlib.sha256(json.dumps([remote_onnx, remote_images, batch, "tensorrt", str(tensorrt)]).encode()).hexdigest()[:16]
-    ctx.progress.log("engine: int8 calibration on {} images ({})".format(len(images), source))
+    key = _tag(remote_onnx, remote_images, batch, "tensorrt", str(tensorrt))
+    log("engine: int8 calibration on {} images ({})".format(len(images), calibration.source))
     return {"images": remote_images, "cache": "{}/cache/calibration-{}.cache".format(transport.work, key),
-            "batch_size": batch, "input": name}
+            "batch_size": batch, "input": calibration.input}
 
 
-def route(ctx):
-    """The engine's route: stages.convert.format, where auto is the route deploy check recommended
-    (the check stage's check.json; onnx when no check ran or it recommended neither)."""
-    convert = ctx.config.stages.convert
-    fmt = convert.format if convert is not None else "onnx"
+def choose_route(fmt, recommended, routes):
+    """The engine's route: ``fmt`` (stages.convert.format), where auto is ``recommended`` (the route deploy
+    check recommended) when it is uff or onnx and the target has it, else onnx."""
     if fmt != "auto":
         return fmt
-    report = ctx.inputs.get("report")
-    if report is not None:
-        recommended = (records.read(report, "check", missing_ok=False).get("recommended") or {}).get("route")
-        if recommended in ("uff", "onnx") and recommended in ctx.target.routes:
-            return recommended
+    if recommended in ("uff", "onnx") and recommended in routes:
+        return recommended
     return "onnx"
 
 
-def build_engine_uff(ctx, onnx_path):
+def build_uff(device, frozen_graph, input_name, input_shape, outputs, opts, *, target, engine_path, log_path,
+              log=_noop):
     """UFF route (TensorRT <= 8.x): the frozen graph to UFF with NVIDIA's converter on the device, then
-    UffParser (implicit batch, NHWC input) and an engine for batches up to max_batch_size."""
-    from pipeline.graph.io import read_io_json
-
-    opts, target = ctx.options, ctx.target
-    device = device_for(ctx.config, ctx.progress)
-    device.check_tensorrt(target, warn=ctx.progress.log)
+    UffParser (implicit batch, NHWC ``input_shape`` without the batch) and an engine for batches up to
+    max_batch_size."""
+    device.check_tensorrt(target, warn=log)
     probe = device.probe()
     if opts.precision == "int8" or opts.dla_core is not None:
         raise DeployError("stages.engine: the UFF route builds fp32/fp16 on the GPU here; int8 calibration and DLA "
                           "take the ONNX route (stages.convert.format: onnx)")
-    inputs = onnx_inputs(onnx_path)  # the same graph's input, as tf2onnx names it (NHWC)
-    io = read_io_json(ctx.inputs["io"]) if "io" in ctx.inputs else None
-    if io is None or len(io["inputs"]) != 1 or len(inputs) != 1 or len(inputs[0][1]) != 4:
-        raise DeployError("the UFF route needs one NHWC image input and the freeze stage's io.json; use "
-                          "stages.convert.format: onnx")
-    input_name = io["inputs"][0]["name"].split(":")[0]
-    outputs = [o["name"].split(":")[0] for o in io["outputs"]]
     transport = device.transport
-    remote_pb = transport.send(ctx.inputs["frozen_graph"])
-    tag = hashlib.sha256(json.dumps([remote_pb, opts.model_dump(mode="json"), probe.get("tensorrt")]).encode()).hexdigest()[:16]
+    remote_pb = transport.send(frozen_graph)
+    tag = _tag(remote_pb, opts.model_dump(mode="json"), probe.get("tensorrt"))
     transport.exec("mkdir -p {w}/out".format(w=transport.work), what="preparing the work folder")
     request = {"command": "build_uff", "frozen": remote_pb, "uff": "{}/out/{}.uff".format(transport.work, tag),
                "engine": "{}/out/{}{}".format(transport.work, tag, ENGINE_SUFFIX), "log": "{}/out/{}.log".format(transport.work, tag),
-               "input": input_name, "input_shape": list(inputs[0][1][1:]), "outputs": outputs,
+               "input": input_name, "input_shape": list(input_shape), "outputs": list(outputs),
                "precision": opts.precision, "workspace_mb": opts.workspace_mb, "max_batch_size": opts.max_batch_size}
-    ctx.progress.log("engine: UFF route: converting and building {} on {} (TensorRT {})".format(
-        Path(ctx.inputs["frozen_graph"]).name, device.describe(), probe.get("tensorrt")))
-    result = _build_keeping_the_log(ctx, transport, device, request, "the UFF conversion and engine build")
-    out = ctx.output("engine")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    transport.fetch(request["engine"], out)
-    result["device"] = fingerprint(probe)
-    records.write(ctx.out_dir / "engine.json", result, "engine")  # schema deploy.engine/1
-    return {"summary": "{} engine via UFF, {:.1f} MB, built in {:.1f} s on {}".format(
-        opts.precision, result.get("engine_bytes", 0) / 1e6, result.get("build_s", 0), device.describe()),
-        "tensorrt": result.get("tensorrt_version"), "route": "uff", "engine_bytes": result.get("engine_bytes")}
+    log("engine: UFF route: converting and building {} on {} (TensorRT {})".format(
+        Path(frozen_graph).name, device.describe(), probe.get("tensorrt")))
+    manifest = _build_keeping_the_log(log_path, transport, device, request, "the UFF conversion and engine build")
+    manifest["device"] = fingerprint(probe)
+    return _fetched(transport, request, engine_path, log_path, manifest, device, probe)

@@ -2,6 +2,7 @@
 
     io = graph_io(graph_def, "frozen.pb")   # {"inputs": [{name, tensor, dtype, shape}], "outputs": [{name, tensor}]}
     io = graph_io(graph_def, path, outputs=["logits"])
+    image_input(io["inputs"])               # ("input", 224, 224, 3): the model's one NHWC image input, or None
 
 The rule, in order:
 1. ``outputs`` given (``--outputs``): those nodes are the outputs; inputs as below.
@@ -100,6 +101,33 @@ def read_io_json(path):
     return io
 
 
+def write_io_json(path, io, final_newline=True):
+    """Write a graph's io.json atomically (``pipeline.files.write_json``); the stages' io.json keeps the
+    bytes it always had (no final newline: a later stage's cache key holds its sha256)."""
+    from pipeline.files import write_json
+
+    write_json(path, io, final_newline=final_newline)
+
+
 def tensor_name(name):
     """``node`` -> ``node:0``; ``node:1`` stays."""
     return name if ":" in name else name + ":0"
+
+
+def image_input(inputs):
+    """(name, height, width, channels) of the model's one NHWC image input, else None: exactly one input,
+    of rank 4, with fixed positive height, width and channels (the batch may be dynamic). ``inputs``:
+    io.json-style dicts ({"name", "shape"}) or a session's / ONNX model's (name, shape) pairs. The one
+    rule for every stage that feeds images (convert's comparison, the benchmark's feed and batch
+    consistency, int8 calibration, the UFF route); a caller feeding dataset images (RGB) also needs
+    channels == 3."""
+    if len(inputs) != 1:
+        return None
+    entry = inputs[0]
+    name, shape = (entry.get("name"), entry.get("shape")) if isinstance(entry, dict) else (entry[0], entry[1])
+    if shape is None or len(shape) != 4:
+        return None
+    height, width, channels = shape[1:]
+    if not all(isinstance(d, int) and d > 0 for d in (height, width, channels)):
+        return None
+    return name, height, width, channels

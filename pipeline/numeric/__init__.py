@@ -1,5 +1,8 @@
 """Comparing outputs: one rule for "the same within tolerance", used by batch consistency, the
-first-divergence search and the convert stage's diagnosis.
+first-divergence search, the convert stage's comparison and the benchmark's accuracy check.
+
+    compare_runs(reference, candidate, images, atol, rtol) -> per-output max/mean |diff|, finite, top-1
+    compare_outputs(reference, candidate, images, "fp16") -> the benchmark's accuracy report
 
     diff(ref, got, atol, rtol) -> (max abs diff, max rel diff, any element over atol + rtol * |ref|)
     max_abs_diff(outputs_a, outputs_b) -> the largest |a - b| over lists of output arrays
@@ -62,33 +65,54 @@ def max_abs_diff(a, b):
                 for x, y in zip(a, b)), default=0.0)
 
 
-def compare_outputs(reference, candidate, images, precision="fp32", batch=8):
-    """``candidate`` (e.g. a TensorRT engine) against ``reference`` (e.g. ONNX Runtime) on ``images``, in
-    batches: the max abs diff per output, whether all are within ``precision``'s tolerance, and the
-    top-1 agreement of the first output when it is (batch, classes). What fp16 and int8 cost."""
+def compare_runs(reference, candidate, images, atol, rtol, batch=8):
+    """Run ``reference`` and ``candidate`` (sessions: ``inputs``, ``output_names``, ``run``) on ``images``, each
+    fed through its own first input, in batches of ``batch``; per output the max and mean |ref - got|
+    (``diff``'s rule), whether all are within atol + rtol * |ref|, whether every output value of both runs is
+    finite, and the first output's top-1 agreement (agreeing, total) when it is (batch, classes). The one
+    comparison of two runtimes' outputs (convert: TensorFlow vs ONNX Runtime; benchmark: engine vs ONNX Runtime)."""
     import numpy as np
 
-    atol, rtol = tolerance(precision)
-    name = reference.inputs[0][0]
-    per_output = [0.0] * len(reference.output_names)
-    within, agree, total = True, 0, 0
+    ref_name, got_name = reference.inputs[0][0], candidate.inputs[0][0]
+    count = len(reference.output_names)
+    worst, sums, sizes = [0.0] * count, [0.0] * count, [0] * count
+    within, finite_all, agree, total = True, True, 0, 0
     for start in range(0, len(images), batch):
         chunk = np.asarray(images[start:start + batch], dtype=np.float32)
-        ref, got = reference.run({name: chunk}), candidate.run({name: chunk})
+        ref, got = reference.run({ref_name: chunk}), candidate.run({got_name: chunk})
         for i, (r, g) in enumerate(zip(ref, got)):
             r, g = np.asarray(r), np.asarray(g)
+            numeric = r.dtype.kind in "biuf" and g.dtype.kind in "biuf"
+            finite_all = finite_all and (not numeric or bool(np.isfinite(r).all() and np.isfinite(g).all()))
             if r.shape != g.shape:
-                per_output[i], within = float("inf"), False
+                worst[i], sums[i], within = float("inf"), float("inf"), False
                 continue
             d, _, over = diff(r, g, atol, rtol)
-            per_output[i], within = max(per_output[i], d), within and not over
+            worst[i], within = max(worst[i], d), within and not over
+            if numeric and r.size:
+                sums[i] += float(np.abs(r.astype(np.float64) - g.astype(np.float64)).sum())
+                sizes[i] += r.size
         first_r, first_g = np.asarray(ref[0]), np.asarray(got[0])
         if first_r.ndim == 2 and first_r.shape == first_g.shape and first_r.shape[1] > 1:
             agree += int((first_r.argmax(1) == first_g.argmax(1)).sum())
             total += len(first_r)
+    outputs = {name: {"max_abs_diff": worst[i], "mean_abs_diff": sums[i] / sizes[i] if sizes[i] else worst[i]}
+               for i, name in enumerate(reference.output_names)}
+    return {"outputs": outputs, "max_abs_diff": max(worst) if worst else 0.0, "within_tolerance": within,
+            "finite": finite_all, "top1": (agree, total)}
+
+
+def compare_outputs(reference, candidate, images, precision="fp32", batch=8):
+    """``candidate`` (e.g. a TensorRT engine) against ``reference`` (e.g. ONNX Runtime) on ``images``, in
+    batches (``compare_runs``): the max abs diff per output, whether all are within ``precision``'s
+    tolerance, and the top-1 agreement of the first output when it is (batch, classes). What fp16 and
+    int8 cost."""
+    atol, rtol = tolerance(precision)
+    found = compare_runs(reference, candidate, images, atol, rtol, batch=batch)
+    agree, total = found["top1"]
     return finite({
-        "max_abs_diff": max(per_output) if per_output else 0.0,
-        "outputs": dict(zip(reference.output_names, per_output)),
-        "within_tolerance": within, "tolerance": {"atol": atol, "rtol": rtol, "precision": precision},
+        "max_abs_diff": found["max_abs_diff"],
+        "outputs": {name: v["max_abs_diff"] for name, v in found["outputs"].items()},
+        "within_tolerance": found["within_tolerance"], "tolerance": {"atol": atol, "rtol": rtol, "precision": precision},
         "top1_agreement": agree / total if total else None,
     })

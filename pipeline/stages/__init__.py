@@ -122,7 +122,7 @@ def source_artifacts(config):
         return {"saved_model": path}
     suffix = path.suffix.lower()
     if suffix in (".keras", ".h5"):
-        train = getattr(config.stages, "train", None)
+        train = config.stages.train
         if train is not None and train.init_from:
             return {}  # the train stage fine-tunes this model from init_from (pipeline.train.restore.config_model)
         return {"keras_model": path}

@@ -28,10 +28,14 @@ def benchmark(ctx):
     from pipeline.bench import report as bench_report
 
     opts = ctx.options
-    if getattr(ctx.config, "device", None) is not None:
+    if ctx.config.device is not None:
         from pipeline.device.benchmark import DeviceRun
+        from pipeline.device.client import device_for
 
-        run = DeviceRun(ctx)
+        engine = ctx.config.stages.engine
+        run = DeviceRun(device_for(ctx.config, ctx.progress), ctx.inputs.get("engine"), ctx.inputs["onnx"],
+                        dla_core=engine.dla_core if engine is not None else None, power=ctx.config.device.power,
+                        transport=ctx.config.device.transport, log=ctx.progress.log)
     else:
         from pipeline.bench.host import HostRun
 
@@ -52,7 +56,7 @@ def benchmark(ctx):
         answer = run.benchmark(request)
         label = dict(answer["label"])
         on_target = bench_report.on_target_device(label, ctx.target, run.board)
-        where = dict(label, target=getattr(ctx.target, "name", None), target_runtime=getattr(ctx.target, "runtime", None),
+        where = dict(label, target=ctx.target.name, target_runtime=ctx.target.runtime,
                      on_target_device=on_target)
         where.update(run.where(label, ctx.target))
         if not on_target:
@@ -71,14 +75,14 @@ def benchmark(ctx):
 
 def _dataset_images(ctx, inputs, count):
     """Dataset images for a one-input NHWC RGB model (``count`` of them), else None (the feed is random)."""
-    if len(inputs) != 1:
-        return None
-    shape = inputs[0][1]
-    if shape is None or len(shape) != 4 or shape[3] != 3 or not shape[1] or not shape[2]:
+    from pipeline.graph.io import image_input
+
+    image = image_input(inputs)
+    if image is None or image[3] != 3:
         return None
     from pipeline.data.dataset import dataset_samples
 
-    images, source = dataset_samples(ctx.config, count, (shape[1], shape[2]))
+    images, source = dataset_samples(ctx.config, count, image[1:3])
     return images if source.startswith("dataset") else None
 
 
@@ -150,16 +154,18 @@ def _consistency(ctx, session, model_path, batch_sizes):
     """Each sample alone vs inside the benchmark's batches (sizes above 1) on the same runtime, within the
     tolerance of the precision the model runs at (an fp16/int8 engine picks kernels per batch shape)."""
     sizes = [b for b in batch_sizes if b > 1]
-    if not getattr(ctx.options, "consistency", False) or not sizes:
+    if not ctx.options.consistency or not sizes:
         return None
     from pipeline.numeric import tolerance
     from pipeline.numeric.consistency import batch_consistency
     from pipeline.data.dataset import dataset_samples
 
-    shape = session.inputs[0][1] if len(session.inputs) == 1 else None
-    if shape is None or len(shape) != 4 or shape[3] != 3:
+    from pipeline.graph.io import image_input
+
+    image = image_input(session.inputs)
+    if image is None or image[3] != 3:  # dataset images are RGB
         return None
-    runtime = (getattr(session, "label", None) or {}).get("runtime")
+    runtime = (session.label or {}).get("runtime")
     if runtime == "tensorrt" and _static_batch(ctx) is not None:
         ctx.progress.log("benchmark: batch consistency not checked: the DLA engine runs batch {} only (DLA has no "
                          "dynamic shapes), so an image cannot run alone on it".format(_static_batch(ctx)))
@@ -167,7 +173,7 @@ def _consistency(ctx, session, model_path, batch_sizes):
     engine = ctx.config.stages.engine
     precision = engine.precision if runtime == "tensorrt" and engine is not None else "fp32"
     atol, rtol = tolerance(precision)
-    images, source = dataset_samples(ctx.config, ctx.options.consistency_samples, (shape[1], shape[2]))
+    images, source = dataset_samples(ctx.config, ctx.options.consistency_samples, image[1:3])
     report = batch_consistency(session, images, sizes, tolerance=atol, rtol=rtol, source=source, model=str(model_path),
                                progress=ctx.progress.log)
     ctx.progress.log("benchmark: batch consistency {} on {} images ({})".format(

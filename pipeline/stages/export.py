@@ -7,14 +7,12 @@ from pipeline.stages import stage
        tools=("tensorflow", "keras"))
 def export(ctx):
     """Rebuild the model for inference and save it as a SavedModel (byte-identical for the same model)."""
-    import json
-
+    from pipeline.files import write_json
     from pipeline.tf.export import export_saved_model
 
     sig = export_saved_model(ctx.inputs["keras_model"], ctx.output("saved_model"),
                              ctx.options.input_name, ctx.options.output_name)
-    with open(str(ctx.output("signature")), "w") as f:
-        json.dump(sig, f, indent=2, sort_keys=True)
+    write_json(ctx.output("signature"), sig, final_newline=False)  # the bytes it always had
     i, o = sig["inputs"][0], sig["outputs"][0]
     return {"summary": "{} {} -> {} {}".format(i["name"], _shape(i["shape"]), o["name"], _shape(o["shape"])), "signature": sig}
 

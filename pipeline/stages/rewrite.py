@@ -1,7 +1,5 @@
 """rewrite: make the frozen graph deployable with rewrite passes, each checked on real inputs."""
 
-import json
-
 from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError
 from pipeline.stages import stage
 
@@ -24,8 +22,9 @@ def rewrite(ctx):
         opts.samples, opts.tolerance, ctx.progress)
     with open(str(ctx.output("frozen_graph")), "wb") as f:
         f.write(graph.serialize())
-    with open(str(ctx.output("io")), "w") as f:
-        json.dump(io, f, indent=2, sort_keys=True)
+    from pipeline.graph.io import write_io_json
+
+    write_io_json(ctx.output("io"), io, final_newline=False)
     from pipeline import records
 
     records.write(ctx.output("receipt"), summary, "rewrite")  # schema deploy.rewrite/1 (pipeline.records)

@@ -363,16 +363,21 @@ def config_model(config, tf=None):
 
     import_tf()
     if config.model.source is not None:
-        from pipeline.tf.keras_model import load_keras_model
-
-        if Path(config.model.source).suffix.lower() not in (".keras", ".h5"):
-            raise DeployError("model.source: {} is not a Keras model; fine-tuning (stages.train.init_from) starts "
-                              "from a .keras/.h5 model or a model.zoo model".format(config.model.source))
-        return load_keras_model(config.model.source)
+        return source_model(config.model.source)
     num_classes = config.model.num_classes or len(dataset_index(config, verify=False).classes)
     from pipeline.train.zoo import build_model
 
     return build_model(config.model, num_classes)
+
+
+def source_model(source):
+    """The user's own Keras model (``model.source``) that fine-tuning starts from."""
+    from pipeline.tf.keras_model import load_keras_model
+
+    if Path(source).suffix.lower() not in (".keras", ".h5"):
+        raise DeployError("model.source: {} is not a Keras model; fine-tuning (stages.train.init_from) starts "
+                          "from a .keras/.h5 model or a model.zoo model".format(source))
+    return load_keras_model(source)
 
 
 def config_restore_report(config, checkpoint):

@@ -43,7 +43,7 @@ def build_models(frozen, rewritten, opset):
     """{name: ModelProto} for the three models, and {pass: sites} when the rewritten model is made here."""
     import onnx
 
-    from pipeline.stages.convert import to_onnx
+    from pipeline.convert import to_onnx
     from pipeline.tf.graph import load_graph_def
 
     io_path = Path(frozen).with_name("io.json")

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.config.schema import EngineOptions
-from pipeline.device.engine import profile_for, route
+from pipeline.device.engine import profile_for
 from pipeline.errors import DeployError
+from pipeline.stages.engine import route
 from pipeline.targets import load_target
 
 from conftest import ROOT, deploy
@@ -108,34 +109,49 @@ class _Transport:
             Path(local).write_bytes(b"plan")
 
 
-def _calib_ctx(tmp_path, monkeypatch, images=32):
+def _calibration_images(images=32):
     import numpy as np
 
-    import pipeline.data.dataset as dataset
+    from pipeline.device.engine import Calibration
 
-    monkeypatch.setattr(dataset, "dataset_samples",
-                        lambda config, n, size: (np.zeros((images, size[0], size[1], 3), np.float32), "dataset (x)"))
-    return SimpleNamespace(options=EngineOptions(precision="int8", max_batch_size=16), config=None,
-                           progress=SimpleNamespace(log=lambda m: None))
+    return Calibration(images=np.zeros((images, 4, 4, 3), np.float32), source="dataset (x)", input="input")
 
 
-def test_calibration_request_carries_the_batch_and_a_cache_key_with_the_tensorrt_version(tmp_path, monkeypatch):
+def test_calibration_request_carries_the_batch_and_a_cache_key_with_the_tensorrt_version(tmp_path):
     """D4 (host): the batch the agent calibrates at is the host's choice, sent in the request;
     D14: the calibration cache is per TensorRT version (a JetPack upgrade calibrates again)."""
     from pipeline.device.engine import _calibration, calibration_batch_for
 
-    ctx = _calib_ctx(tmp_path, monkeypatch)
+    calibration = _calibration_images()
     inputs = [("input", [None, 4, 4, 3])]
-    dynamic = profile_for(inputs, ctx.options, [1, 16])
+    dynamic = profile_for(inputs, EngineOptions(precision="int8", max_batch_size=16), [1, 16])
     assert calibration_batch_for(dynamic) == 8
     assert calibration_batch_for({"input": {"min": [2, 4, 4, 3], "opt": [2, 4, 4, 3], "max": [2, 4, 4, 3]}}) == 2
-    old = _calibration(ctx, _Transport(tmp_path), inputs, "/w/in/m.onnx", "8.5.2", 8)
-    new = _calibration(ctx, _Transport(tmp_path), inputs, "/w/in/m.onnx", "8.6.2", 8)
-    assert old["batch_size"] == 8 and old["cache"] != new["cache"]
-    assert _calibration(ctx, _Transport(tmp_path), inputs, "/w/in/m.onnx", "8.5.2", 8)["cache"] == old["cache"]
+    old = _calibration(_Transport(tmp_path), calibration, "/w/in/m.onnx", "8.5.2", 8)
+    new = _calibration(_Transport(tmp_path), calibration, "/w/in/m.onnx", "8.6.2", 8)
+    assert old["batch_size"] == 8 and old["cache"] != new["cache"] and old["input"] == "input"
+    assert _calibration(_Transport(tmp_path), calibration, "/w/in/m.onnx", "8.5.2", 8)["cache"] == old["cache"]
     with pytest.raises(DeployError, match="fewer than one calibration batch"):
-        _calibration(_calib_ctx(tmp_path, monkeypatch, images=4), _Transport(tmp_path), inputs, "/w/in/m.onnx",
-                     "8.5.2", 8)
+        _calibration(_Transport(tmp_path), _calibration_images(4), "/w/in/m.onnx", "8.5.2", 8)
+
+
+def test_the_stage_calibrates_on_dataset_images_of_the_one_image_input(monkeypatch):
+    """The stage turns the config's dataset into calibration images for the model's one NHWC input."""
+    import numpy as np
+
+    import pipeline.data.dataset as dataset
+    from pipeline.stages.engine import _calibration
+
+    monkeypatch.setattr(dataset, "dataset_samples",
+                        lambda config, n, size: (np.zeros((n, size[0], size[1], 3), np.float32), "dataset (x)"))
+    ctx = SimpleNamespace(options=EngineOptions(precision="int8", calibration_images=16), config=None)
+    found = _calibration(ctx, [("input", [None, 4, 5, 3])])
+    assert found.input == "input" and found.images.shape == (16, 4, 5, 3) and found.source == "dataset (x)"
+    with pytest.raises(DeployError, match="needs one image input"):
+        _calibration(ctx, [("a", [None, 4, 4, 3]), ("b", [None, 4, 4, 3])])
+    monkeypatch.setattr(dataset, "dataset_samples", lambda config, n, size: (np.zeros((n, 4, 4, 3)), "random"))
+    with pytest.raises(DeployError, match="calibrates on dataset images"):
+        _calibration(ctx, [("input", [None, 4, 4, 3])])
 
 
 def test_a_failed_build_keeps_its_log_in_the_stage_folder(tmp_path):
@@ -148,13 +164,58 @@ def test_a_failed_build_keeps_its_log_in_the_stage_folder(tmp_path):
             raise DeployError("device local: the engine build: TensorRT built no engine: out of memory",
                               EXIT_STAGE_FAILED)
 
-    ctx = SimpleNamespace(out_dir=tmp_path / "engine")
+    log_path = tmp_path / "engine" / "build.log"
     request = {"log": "/w/out/x.log"}
     with pytest.raises(DeployError) as err:
-        _build_keeping_the_log(ctx, _Transport(tmp_path, "[E] out of memory\n"), Failing(), request, "the engine build")
+        _build_keeping_the_log(log_path, _Transport(tmp_path, "[E] out of memory\n"), Failing(), request, "the engine build")
     assert (tmp_path / "engine" / "build.log").read_text() == "[E] out of memory\n"
     assert str(err.value).endswith("(build log: {})".format(tmp_path / "engine" / "build.log"))
     assert err.value.code == EXIT_STAGE_FAILED
     with pytest.raises(DeployError) as err:  # no log on the device: the error is unchanged
-        _build_keeping_the_log(ctx, _Transport(tmp_path, None), Failing(), {"log": "/w/out/y.log"}, "the engine build")
+        _build_keeping_the_log(log_path, _Transport(tmp_path, None), Failing(), {"log": "/w/out/y.log"}, "the engine build")
     assert "build log" not in str(err.value)
+
+
+class _FakeDevice:
+    """A device whose agent 'builds' by answering; its transport fetches a plan and a log."""
+
+    def __init__(self, tmp_path, log_text="[I] built\n"):
+        self.transport, self.requests = _Transport(tmp_path, log_text), []
+        self.transport.exec = lambda command, what: None
+
+    def check_tensorrt(self, target, warn):
+        pass
+
+    def probe(self):
+        return {"board": "jetson_tx2", "tensorrt": "8.2.1"}
+
+    def describe(self):
+        return "fake"
+
+    def call(self, request, what):
+        self.requests.append(request)
+        return {"engine_bytes": 4, "build_s": 1.5, "tensorrt_version": "8.2.1", "precision": request["precision"]}
+
+
+def test_build_takes_values_and_writes_only_where_it_is_told(tmp_path):
+    """The library builds from values (device, ONNX path, options, profile) and writes the engine and the
+    log at the paths given; the manifest (engine.json) is the stage's to write."""
+    from pipeline.device.engine import build, build_uff
+
+    onnx_path = tmp_path / "m.onnx"
+    onnx_path.write_bytes(b"onnx")
+    device, out = _FakeDevice(tmp_path), tmp_path / "stage"
+    profile = profile_for([("input", [None, 4, 4, 3])], EngineOptions(max_batch_size=4), [1, 4])
+    result = build(device, onnx_path, EngineOptions(max_batch_size=4), profile, target=load_target("jetson_tx2"),
+                   engine_path=out / "model.engine", log_path=out / "build.log")
+    assert result.engine.read_bytes() == b"plan" and result.log.read_text() == "[I] built\n"
+    assert result.manifest["profile"] == profile and result.manifest["engine_bytes"] == 4 and result.board == "jetson_tx2"
+    assert sorted(p.name for p in out.iterdir()) == ["build.log", "model.engine"]
+    assert device.requests[0]["engine"].startswith("/w/out/") and "calibration" not in device.requests[0]
+    with pytest.raises(DeployError, match="needs calibration images"):
+        build(device, onnx_path, EngineOptions(precision="int8"), profile, target=load_target("jetson_tx2"),
+              engine_path=out / "model.engine", log_path=out / "build.log")
+    uff = build_uff(
+        device, onnx_path, "input", [4, 4, 3], ["logits"], EngineOptions(), target=load_target("jetson_tx2"),
+        engine_path=out / "u.engine", log_path=out / "u.log")
+    assert device.requests[-1]["input_shape"] == [4, 4, 3] and uff.engine.read_bytes() == b"plan"

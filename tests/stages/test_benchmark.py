@@ -37,7 +37,7 @@ def tiny_model(path, batch="N", size=8, dtype=None):
 
 
 def options(**kw):
-    base = dict(batch_sizes=[1, 4], warmup=2, iterations=5, duration_s=None, inputs="random")
+    base = dict(batch_sizes=[1, 4], warmup=2, iterations=5, duration_s=None, inputs="random", consistency=False)
     base.update(kw)
     return types.SimpleNamespace(**base)
 
@@ -48,7 +48,7 @@ def context(tmp_path, onnx_path, opts=None, target=None):
         out_dir=tmp_path / "out",
         inputs={"onnx": onnx_path},
         options=opts or options(),
-        config=types.SimpleNamespace(dataset=None),
+        config=types.SimpleNamespace(dataset=None, device=None),
         target=target or types.SimpleNamespace(name="jetson-orin-nano", runtime="tensorrt"),
         progress=Progress("quiet"),
     )

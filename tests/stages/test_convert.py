@@ -80,7 +80,7 @@ def test_first_layer_mismatch_between_tensorflow_and_onnx(tmp_path):
     that differs is that conv, not the output."""
     from onnx import numpy_helper
 
-    from pipeline.stages.convert import to_onnx
+    from pipeline.convert import to_onnx
     from pipeline.tf.graph import load_graph_def
     from pipeline.tf.mismatch import first_layer_mismatch
 
