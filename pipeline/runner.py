@@ -11,8 +11,6 @@ hashes and the versions of the tools it declares.
                               +  execute(plan)  # per step: wait, pending, cached or run, in order
 """
 
-import contextlib
-import gc
 import hashlib
 import json
 import os
@@ -283,7 +281,7 @@ def _run_stage(stage, ctx, key, key_data, progress):
     progress.log("{:<9} running".format(stage.name))
     progress.event("stage", stage=stage.name, status="running")
     try:
-        with _gc_paused(stage.pause_gc):
+        with files.gc_paused(stage.pause_gc):
             results = stage.func(ctx) or {}
         missing = [a for a, rel in stage.outputs.items() if not (tmp / rel).exists()]
         if missing:
@@ -328,20 +326,6 @@ def _run_stage(stage, ctx, key, key_data, progress):
     progress.log("{:<9} done in {:.1f}s  {}".format(stage.name, seconds, _headline(result)))
     progress.event("stage", stage=stage.name, status="ran", seconds=round(seconds, 3), results=results)
     return result
-
-
-@contextlib.contextmanager
-def _gc_paused(pause):
-    """Python's cyclic GC off while a stage runs: TensorFlow's tracing, loading and freezing make
-    many short-lived objects, and the collector's passes over them cost 1.5-2 s a run."""
-    enabled = pause and gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _swap_into_place(tmp, final):

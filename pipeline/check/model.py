@@ -8,13 +8,10 @@ def check_model(path, target, routes=None, signature="serving_default", convert=
     """``convert``: judge a frozen TF graph's onnx route on tf2onnx's real output; None (default):
     when TensorFlow and tf2onnx are installed (convert_probe.available()); False: predict only.
     ``convert_timeout``: seconds the tf2onnx subprocess may take (default: convert_probe.timeout_seconds())."""
-    import gc
-
+    from pipeline.files import gc_paused
     from pipeline.graph.readers import read_model
 
-    enabled = gc.isenabled()
-    gc.disable()  # a big graph is millions of long-lived objects: cyclic GC passes only cost time
-    try:
+    with gc_paused():  # a big graph is millions of long-lived objects: cyclic GC passes only cost time
         report = check_graph(read_model(path, signature=signature), target, routes, convert=convert,
                              convert_timeout=convert_timeout)
         if not report.deployable:
@@ -22,6 +19,3 @@ def check_model(path, target, routes=None, signature="serving_default", convert=
 
             report.prediction = predict_rewrite(path, target, report)
         return report
-    finally:
-        if enabled:
-            gc.enable()

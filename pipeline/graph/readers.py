@@ -25,17 +25,12 @@ def read_model(path, signature="serving_default"):
 
     ``signature`` picks the SavedModel (or meta graph) signature to view (None: serving_default).
     """
-    import gc
+    from pipeline.files import gc_paused
 
     # Building a view creates a few objects per node and none of them form cycles: with the cyclic
     # garbage collector on, its repeated full passes over them make big graphs several times slower.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _read_model(Path(path), signature or "serving_default")
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read_model(path, signature):

@@ -67,19 +67,14 @@ class DiffReport:
 
 
 def diff_models(a_path, b_path, signature="serving_default"):
-    import gc
+    from pipeline.files import gc_paused
 
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         a, b = _load_pair(a_path, b_path, signature)
         if a.kind != b.kind:
             raise DeployError("cannot diff a {} model ({}) with a {} model ({}); compare models of one kind".format(
                 a.kind, a_path, b.kind, b_path))
         return diff_graphs(a, b)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 PARALLEL_BYTES = 4 << 20  # from this size on, B is read in a second process while A is read here
