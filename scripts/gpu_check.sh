@@ -177,12 +177,22 @@ def version(dist, module):
 
 
 bindings = []
-for dist, module in (("cuda-python", "cuda.bindings.runtime"), ("cuda-python", "cuda.cudart"), ("pycuda", "pycuda.driver")):
+# cuda-python 12.6+ is a metapackage over cuda-bindings (which holds both modules); pycuda is itself
+for dists, module in ((("cuda-bindings", "cuda-python"), "cuda.bindings.runtime"),
+                      (("cuda-bindings", "cuda-python"), "cuda.cudart"), (("pycuda",), "pycuda.driver")):
     try:
         __import__(module)
     except Exception:
         continue
-    found = "{} {}".format(dist, version(dist, module.split(".")[0]) or "?")
+    found = None
+    for dist in dists:
+        v = version(dist, "")
+        if v:
+            found = "{} {}".format(dist, v)
+            break
+    if found is None:
+        fallback = "cuda.bindings" if module.startswith("cuda.bindings") else module.split(".")[0]
+        found = "{} {}".format(dists[-1], version("-", fallback) or "?")
     if found not in bindings:
         bindings.append(found)
 try:

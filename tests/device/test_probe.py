@@ -218,6 +218,7 @@ def test_the_probe_says_which_cuda_binding_and_what_to_install(tmp_path, monkeyp
     binding = facts["cuda_binding"]
     assert binding["binding"] == "cuda-python" and str(binding["version"]).startswith("13"), binding
     assert binding["problem"] and "<13" in binding["problem"], binding
+    assert facts["cuda_python"] is True  # ``cuda`` is a namespace package in 12.6+/13: found all the same
     assert any(p.startswith("CUDA binding: ") for p in facts["problems"])
     res = _probe("jetson_tx2.yaml", cwd=tmp_path / "w2")
     assert "binding    cuda-python 13" in res.stdout and "note       CUDA binding: " in res.stdout, res.stdout

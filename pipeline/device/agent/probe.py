@@ -25,10 +25,12 @@ def probe(root="/"):
     facts["onnxruntime"] = _module_version("onnxruntime", facts)
     facts["numpy"] = _module_version("numpy", facts)
     facts["uff_converter"] = has_module("uff")
-    facts["cuda_python"] = has_module("pycuda") or has_module("cuda")
     facts["cuda"] = _cuda_version(root, facts)
     _gpu(facts, root)
     facts["cuda_binding"] = cuda_binding(facts)
+    # cuda-python 12.6+/13 ships ``cuda`` as a namespace package: ask the binding lookup, not find_spec("cuda")
+    # (an H200 with cuda-bindings 13.3.1 said false here beside a working cuda.bindings.runtime)
+    facts["cuda_python"] = facts["cuda_binding"].get("binding") is not None
     facts["cudnn"] = _cudnn_version(root, facts)
     facts["memory_mb"] = _meminfo(root)
     facts["temperatures_c"] = _temperatures(root)
