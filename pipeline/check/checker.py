@@ -15,32 +15,58 @@ def check_graph(graph, target, routes=None, convert=False, convert_timeout=None)
     """Check a Graph view. ``convert`` (see check_model): only a graph read from a frozen .pb or
     .pbtxt file can be converted; in-memory graphs (deploy rewrite's) are predicted."""
     from pipeline.check import patterns
-    from pipeline.check import routes as route_checks
-    from pipeline.check.dropout import tf2onnx_replaces_dropout
-    from pipeline.check.inference import inference_findings, unsafe_op_findings
     from pipeline.errors import DeployError
-    from pipeline.targets.optables import load_op_table
 
     wanted = list(routes) if routes else list(target.routes)
     for route in wanted:
         if route not in target.routes:
             raise DeployError("--route {}: {} has no {} route (it has: {})".format(route, target.name, route, ", ".join(target.routes)))
     plugins, known_plugins = _plugins(target)
-    matches = patterns.find_patterns(graph) if graph.kind == "tensorflow" else patterns.find_onnx_patterns(graph)
-    by_node = {}
-    for match in matches:
-        for name in match.nodes:
-            by_node.setdefault(name, match)
     custom = custom_ops(graph, known_plugins)
     unchecked = {n for names in custom.values() for n in names}  # reported once, for every route
-    if graph.format in ("saved_model", "meta_graph"):
-        # not frozen yet, as expected: freezing turns the variables into constants
+    unfrozen = graph.format in ("saved_model", "meta_graph")
+    # the TF-TRT share needs only the nodes left unchecked: under way from here (a frozen graph's are known now)
+    share = None if unfrozen else _start_tftrt_share(graph, target, wanted, unchecked)
+    try:
+        matches = patterns.find_patterns(graph) if graph.kind == "tensorflow" else patterns.find_onnx_patterns(graph)
+        by_node = {}
         for match in matches:
-            if match.family == "variables":
-                match.severity = "info"
-                match.cause = "the weights are variables (a SavedModel / checkpoint graph is not frozen yet)"
-                match.fix = "nothing to do: freezing (deploy's freeze stage) turns them into constants"
-                unchecked |= set(match.nodes)
+            for name in match.nodes:
+                by_node.setdefault(name, match)
+        if unfrozen:
+            # not frozen yet, as expected: freezing turns the variables into constants
+            for match in matches:
+                if match.family == "variables":
+                    match.severity = "info"
+                    match.cause = "the weights are variables (a SavedModel / checkpoint graph is not frozen yet)"
+                    match.fix = "nothing to do: freezing (deploy's freeze stage) turns them into constants"
+                    unchecked |= set(match.nodes)
+            share = _start_tftrt_share(graph, target, wanted, frozenset(unchecked))
+        return _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, plugins, known_plugins,
+                             convert, convert_timeout, share)
+    finally:
+        if share is not None:
+            share.close()
+
+
+def _start_tftrt_share(graph, target, wanted, skip):
+    """The compute half of the TF-TRT share (each conv's FLOPs) under way beside the other routes
+    (pipeline.check.background), or None."""
+    if "tftrt" not in wanted or graph.kind != "tensorflow" or not target.op_table_for("tftrt"):
+        return None
+    from pipeline.check import background
+    from pipeline.check.compute import conv_flops
+
+    return background.start(conv_flops, graph, skip, nodes=len(graph.nodes))
+
+
+def _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, plugins, known_plugins, convert,
+                  convert_timeout, share):
+    from pipeline.check import routes as route_checks
+    from pipeline.check.dropout import tf2onnx_replaces_dropout
+    from pipeline.check.inference import inference_findings, unsafe_op_findings
+    from pipeline.targets.optables import load_op_table
+
     folded = constant_subgraph(graph, frozen=unchecked - {n for names in custom.values() for n in names}) \
         if graph.kind == "tensorflow" else set()
     # what tf2onnx's dropout rewriter really replaces (a constant rate, its exact patterns)
@@ -60,7 +86,7 @@ def check_graph(graph, target, routes=None, convert=False, convert_timeout=None)
         elif route == "uff":
             results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, unchecked))
         elif route == "tftrt":
-            results.append(route_checks.check_tftrt(graph, target, table, by_node, unchecked))
+            results.append(route_checks.check_tftrt(graph, target, table, by_node, unchecked, share))
         elif graph.kind == "onnx":
             results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
         else:

@@ -78,12 +78,13 @@ def _key(path, opset):
 
 def _workdir():
     if not _TMP:
-        import atexit
         import shutil
         import tempfile
 
+        from pipeline.files import at_exit
+
         _TMP.append(tempfile.mkdtemp(prefix="deploy-check-"))
-        atexit.register(shutil.rmtree, _TMP[0], True)
+        at_exit(shutil.rmtree, _TMP[0], True)
     return _TMP[0]
 
 

@@ -4,16 +4,22 @@
 from pipeline.check.checker import check_graph
 
 
-def check_model(path, target, routes=None, signature="serving_default", convert=None, convert_timeout=None):
+def check_model(path, target, routes=None, signature="serving_default", convert=None, convert_timeout=None,
+                outlive=False):
     """``convert``: judge a frozen TF graph's onnx route on tf2onnx's real output; None (default):
     when TensorFlow and tf2onnx are installed (convert_probe.available()); False: predict only.
-    ``convert_timeout``: seconds the tf2onnx subprocess may take (default: convert_probe.timeout_seconds())."""
+    ``convert_timeout``: seconds the tf2onnx subprocess may take (default: convert_probe.timeout_seconds()).
+    ``outlive``: the graph is kept until the process ends (pipeline.files.outlive; the CLI's)."""
     from pipeline.files import gc_paused
+    from pipeline.files import outlive as keep
     from pipeline.graph.readers import read_model
 
-    with gc_paused():  # a big graph is millions of long-lived objects: cyclic GC passes only cost time
-        report = check_graph(read_model(path, signature=signature), target, routes, convert=convert,
-                             convert_timeout=convert_timeout)
+    with gc_paused(resume=not outlive):  # a big graph is millions of long-lived objects: cyclic GC passes only cost time
+        graph = read_model(path, signature=signature)
+        if outlive:
+            keep(graph)
+        report = check_graph(graph, target, routes, convert=convert, convert_timeout=convert_timeout)
+        del graph
         if not report.deployable:
             from pipeline.rewrite.predict import predict_rewrite
 

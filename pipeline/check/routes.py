@@ -219,9 +219,10 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins, mode
     return result
 
 
-def check_tftrt(graph, target, table, by_node, skip=frozenset()):
+def check_tftrt(graph, target, table, by_node, skip=frozenset(), share=None):
     """TF-TRT: nodes it cannot convert stay in TensorFlow (not blockers); the share of nodes and of
-    compute its engines take is reported, and what runs wrong runs wrong in TensorFlow too."""
+    compute its engines take is reported, and what runs wrong runs wrong in TensorFlow too.
+    ``share``: its FLOPs half already under way (pipeline.check.background), else computed here."""
     from pipeline.check.compute import tftrt_share
 
     result = RouteResult("tftrt", table.name, "TF-TRT (TensorRT {}) inside TensorFlow".format(target.tensorrt))
@@ -234,7 +235,7 @@ def check_tftrt(graph, target, table, by_node, skip=frozenset()):
             "nothing blocks; for speed, replace {} or take the onnx/uff route".format(op)))
     total = len(stay)
     result.note = "{} node(s) stay in TensorFlow".format(total) if total else "every node converts"
-    result.share = tftrt_share(graph, supported, skip)
+    result.share = tftrt_share(graph, supported, skip, flops=share.result() if share is not None else None)
     _accepted_but_wrong(result, graph, by_node, lambda op: True, skip=skip)
     return result
 

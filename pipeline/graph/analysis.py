@@ -13,28 +13,68 @@ RANDOM = ("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "Stateles
 def constant_subgraph(graph, frozen=()):
     """Nodes computed from constants only (not Const itself): tf2onnx and TF-TRT fold them away
     before conversion, so their ops never reach the parser (e.g. Rsqrt of a batch norm's variance).
-    ``frozen``: variable nodes that freezing will turn into constants."""
-    from pipeline.targets.families import family_of
+    ``frozen``: variable nodes that freezing will turn into constants.
 
+    One pass in file order when every node comes after its inputs' producers (as graphs are
+    written); a graph with a forward reference is solved from the constants forward instead."""
     const = {n.name for n in graph.nodes.values() if n.op == "Const"} | set(frozen)
+    if graph.kind == "tensorflow":
+        folded = _fold_in_file_order(graph, const)
+        if folded is not None:
+            return folded
+    return _fold_from_constants(graph, const)
+
+
+def _never_folded(op, cache):
+    """Random ops; the variables, stochastic and input-pipeline families (``cache``: op -> answer)."""
+    skip = cache.get(op)
+    if skip is None:
+        from pipeline.targets.families import family_of
+
+        fam = family_of(op)
+        skip = cache[op] = op in RANDOM or (fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"))
+    return skip
+
+
+def _fold_in_file_order(graph, const):
+    """constant_subgraph of a TF view whose nodes all come after their data inputs' producers, else
+    None (a producer later in the file, or missing: a node decided early may be wrong)."""
+    folded, seen, never = set(), set(), {}
+    nodes = graph.nodes
+    for name, node in nodes.items():
+        seen.add(name)
+        inputs = node.inputs
+        if name in const or not inputs:
+            continue
+        for tensor in inputs:
+            if tensor in const:
+                continue
+            source = tensor.lstrip("^").partition(":")[0] if (":" in tensor or "^" in tensor) else tensor
+            if source in const:
+                continue
+            if source not in seen:
+                return None  # a forward reference (a loop's back edge, a hand-ordered file): the general way
+            break
+        else:
+            if not _never_folded(node.op, never):
+                const.add(name)
+                folded.add(name)
+    return folded
+
+
+def _fold_from_constants(graph, const):
     folded = set()
     work = list(const)
     index = graph.consumer_index()
     tensorflow = graph.kind == "tensorflow"
     producer_name = graph.producer_name
-    never = {}  # op -> never folded (random ops; variables, stochastic and input-pipeline families)
+    never = {}  # op -> never folded
     while work:  # from the constants forward: only their consumers are ever looked at
         for node in index.get(work.pop(), ()):
             name = node.name
             if name in const:
                 continue
-            op = node.op
-            skip = never.get(op)
-            if skip is None:
-                fam = family_of(op)
-                skip = never[op] = op in RANDOM or (
-                    fam is not None and fam.name in ("variables", "stochastic", "input_pipeline"))
-            if skip:
+            if _never_folded(node.op, never):
                 continue
             for i in node.inputs:
                 if (i.lstrip("^").partition(":")[0] if tensorflow else producer_name(i)) not in const:

@@ -39,7 +39,7 @@ def run(args):
         if args.junit:
             write_or_fail(args.junit, zoo.format_junit(entries), "--junit")
         return zoo.exit_code(entries)
-    report = check_model(models[0], target, routes=args.route, signature=args.signature, **convert)
+    report = check_model(models[0], target, routes=args.route, signature=args.signature, outlive=True, **convert)
     print(REPORT_FORMATS[args.format](report))
     if args.junit:
         write_or_fail(args.junit, format_junit(report), "--junit")

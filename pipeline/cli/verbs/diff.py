@@ -18,6 +18,6 @@ def run(args):
     from pipeline.errors import EXIT_DIFFERENT
     from pipeline.graph.diff import diff_models, format_text
 
-    report = diff_models(args.a, args.b, args.signature)
+    report = diff_models(args.a, args.b, args.signature, outlive=True)
     print(json.dumps(report.to_dict(), indent=2) if args.format == "json" else format_text(report))
     return 0 if report.structurally_identical else EXIT_DIFFERENT

@@ -66,11 +66,15 @@ class DiffReport:
         }
 
 
-def diff_models(a_path, b_path, signature="serving_default"):
+def diff_models(a_path, b_path, signature="serving_default", outlive=False):
+    """``outlive``: both graphs are kept until the process ends (pipeline.files.outlive; the CLI's)."""
     from pipeline.files import gc_paused
+    from pipeline.files import outlive as keep
 
-    with gc_paused():
+    with gc_paused(resume=not outlive):
         a, b = _load_pair(a_path, b_path, signature)
+        if outlive:
+            keep((a, b))
         if a.kind != b.kind:
             raise DeployError("cannot diff a {} model ({}) with a {} model ({}); compare models of one kind".format(
                 a.kind, a_path, b.kind, b_path))

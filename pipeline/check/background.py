@@ -1,0 +1,121 @@
+"""Work that runs beside the check in a forked child, when that pays.
+
+The TF-TRT share of a 200,000-node graph is about a second of pure Python that needs nothing else
+the check computes; on a machine with a free core it runs while the other routes are checked:
+
+    pending = start(tftrt_share, graph, supported, skip)   # forked when it pays, else computed now
+    share = pending.result()                               # the same value either way
+    pending.close()                                        # (in a finally) never leaves a child behind
+
+It forks only where that is safe and useful: ``os.fork`` exists, at least two CPUs are this process's
+to use, no other thread runs (a forked copy of a thread pool, TensorFlow's above all, can deadlock),
+TensorFlow is not imported, the graph is big (``MIN_NODES``), and ``DEPLOY_CHECK_FORK`` is not
+``0``. The child only computes and sends the pickled result back through a pipe; if it fails in any
+way the parent computes the value itself, so an error surfaces exactly as it would without a child.
+"""
+
+import os
+import pickle
+import sys
+
+MIN_NODES = 50_000  # below this, the fork's own cost (a few ms per 100 MB held) is not won back
+ENV = "DEPLOY_CHECK_FORK"
+
+
+def worth_forking(nodes):
+    """Whether ``start`` would fork for a graph of ``nodes`` nodes on this machine, now."""
+    if nodes < MIN_NODES or not hasattr(os, "fork") or os.environ.get(ENV, "1") == "0":
+        return False
+    if "tensorflow" in sys.modules:
+        return False
+    import threading
+
+    if threading.active_count() > 1:
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return cpus >= 2
+
+
+def start(func, *args, nodes=0):
+    """``func(*args)`` in a forked child when ``worth_forking(nodes)``, else right now."""
+    if not worth_forking(nodes):
+        return _Done(func(*args))
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return _Done(func(*args))
+    if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
+        status = 1
+        try:
+            os.close(read_fd)
+            data = pickle.dumps(func(*args), protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view):]
+            status = 0
+        except BaseException:  # noqa: B902 - anything: the parent computes it again and raises it there
+            pass
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    return _Child(pid, read_fd, func, args)
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+    def close(self):
+        pass
+
+
+class _Child:
+    def __init__(self, pid, read_fd, func, args):
+        self.pid, self.read_fd, self.func, self.args = pid, read_fd, func, args
+
+    def result(self):
+        chunks = []
+        with os.fdopen(self.read_fd, "rb") as pipe:
+            self.read_fd = None
+            for chunk in iter(lambda: pipe.read(1 << 16), b""):
+                chunks.append(chunk)
+        status = self._reap()
+        if status == 0:
+            try:
+                return pickle.loads(b"".join(chunks))
+            except Exception:  # noqa: B902 - a truncated answer: compute it here
+                pass
+        return self.func(*self.args)
+
+    def close(self):
+        """Stop and reap a child whose result was not asked for (the check failed meanwhile)."""
+        if self.read_fd is not None:
+            os.close(self.read_fd)
+            self.read_fd = None
+        if self.pid is not None:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self._reap()
+
+    def _reap(self):
+        pid, self.pid = self.pid, None
+        if pid is None:
+            return None
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
