@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.errors import DeployError
+from pipeline.train.zoo import ZOO
 
 
 class _Section(BaseModel):
@@ -26,13 +27,10 @@ class RunSection(_Section):
     dir: str = Field("runs", description="Directory holding run directories (relative to the working directory).")
 
 
-ZOO = ("mobilenet_v2", "small_cnn")
-
-
 class ModelSection(_Section):
     """The model: a zoo architecture trained by the train stage, or a user's model file."""
 
-    zoo: Optional[Literal["mobilenet_v2", "small_cnn"]] = Field(None, description="Architecture built and trained by deploy.")
+    zoo: Optional[Literal[ZOO]] = Field(None, description="Architecture built and trained by deploy.")
     source: Optional[str] = Field(
         None,
         description="A model you already have: .keras/.h5 (skips train), a SavedModel directory "
@@ -303,17 +301,18 @@ class Config(_Section):
         dataset.path unless deploy generates it."""
         import glob
 
-        from pipeline.train.checkpoints import weights_file_exists
+        from pipeline.train.fit import check_init_from
 
         problems = []
         if self.model.source is not None and not Path(self.model.source).exists():
             problems.append("{} model.source: {} not found; give a .keras/.h5 file, a SavedModel directory or a frozen "
                             ".pb".format(self.where("model", "source"), self.model.source))
         train = self.stages.train
-        if train is not None and train.init_from and not weights_file_exists(train.init_from):
-            problems.append("{} stages.train.init_from: {} not found; give a checkpoint (directory or prefix, e.g. "
-                            "dir/model.ckpt-60), a .keras/.weights.h5/.h5 file or a frozen .pb".format(
-                                self.where("stages", "train", "init_from"), train.init_from))
+        if train is not None:
+            try:
+                check_init_from(train.init_from, self.where("stages", "train", "init_from"))
+            except DeployError as e:
+                problems.append(e.message)
         ds = self.dataset
         if ds is not None and ds.generate is None:
             missing = not glob.glob(ds.path) if ds.format == "tfrecord" else not Path(ds.path).exists()
@@ -324,10 +323,10 @@ class Config(_Section):
         return problems
 
     def selected_stages(self):
-        """Names of the stages the config lists, in pipeline order."""
-        from pipeline.stages import ORDER
+        """Names of the stages the config lists, in pipeline order (``pipeline.stages.pipeline_order``)."""
+        from pipeline.stages import pipeline_order
 
-        return [name for name in ORDER if getattr(self.stages, name) is not None]
+        return [name for name in pipeline_order() if getattr(self.stages, name) is not None]
 
     def section_digest(self, *names):
         """sha256 of the given top-level sections (canonical JSON) — part of stage cache keys."""

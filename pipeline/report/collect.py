@@ -12,14 +12,17 @@ A night is *failed* (``run["failed"]``: the reason, else None) when its folder h
 marker (the nightly workflow writes one when a step failed), its ``run.json`` exit code is not 0, or
 it has no benchmark figures. ``run["gate"]`` is the gate's verdict on it (``<run>/comparison.json``,
 what ``deploy compare -o`` writes), or None.
+
+The stages a run folder may hold, and the order of a table without run.json, are
+``pipeline.stages.pipeline_order()``'s (it imports the light stage modules, nothing heavy).
 """
 
 from pathlib import Path
 
 from pipeline import records
 from pipeline.errors import DeployError
+from pipeline.stages import pipeline_order
 
-STAGES = ("train", "export", "freeze", "check", "rewrite", "convert", "engine", "benchmark")
 FILES = {  # key -> (path inside the run folder, its record kind)
     "history": ("train/history.json", "history"),
     "check": ("check/check.json", "check"),
@@ -32,7 +35,7 @@ FILES = {  # key -> (path inside the run folder, its record kind)
 def is_run_dir(path):
     path = Path(path)
     return path.is_dir() and ((path / "run.json").is_file() or (path / MARKER).is_file()
-                              or any((path / s / "manifest.json").is_file() for s in STAGES))
+                              or any((path / s / "manifest.json").is_file() for s in pipeline_order()))
 
 
 def load_run(run_dir):
@@ -44,7 +47,7 @@ def load_run(run_dir):
         raise DeployError("{}: not a deploy run folder (no run.json and no stage manifest); give runs/<run name>, "
                           "the folder deploy run writes".format(run_dir))
     record = records.read(run_dir / "run.json", "run") or {}
-    manifests = {s: records.read(run_dir / s / "manifest.json", "manifest") for s in STAGES}
+    manifests = {s: records.read(run_dir / s / "manifest.json", "manifest") for s in pipeline_order()}
     data = {key: records.read(run_dir / rel, kind) for key, (rel, kind) in FILES.items()}
     gate = records.read(run_dir / GATE, "comparison")
     run = {
@@ -104,8 +107,7 @@ def _stage_table(record, manifests):
             "made": manifest.get("started") if made else None,
         })
         seen.add(name)
-    for name in STAGES:  # no run record (an older run, or a copied folder): what the manifests say
-        manifest = manifests.get(name)
+    for name, manifest in manifests.items():  # no run record (an older run, or a copied folder): what the manifests say
         if name not in seen and manifest:
             rows.append({"name": name, "status": "done" if manifest.get("status") == "ok" else manifest.get("status"),
                          "message": "", "summary": _summary(manifest.get("results")),

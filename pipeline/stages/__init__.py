@@ -10,6 +10,11 @@ the cache key, the temporary directory renamed into place, the manifest and the 
 
 Stage modules import TensorFlow, tf2onnx, onnxruntime... inside their functions only, and name
 them in ``tools``: their installed versions join the stage's cache key.
+
+The pipeline order is not written down: ``pipeline_order()`` derives it from the declared inputs (a stage
+runs after every stage it reads from), ties broken by the order of ``_MODULES``. The ties carry meaning
+the inputs do not say: check, rewrite and convert all read freeze's ``frozen_graph``, but rewrite writes
+a new one that convert (and engine) get in its place, while check judges the graph before rewrite.
 """
 
 import importlib
@@ -19,10 +24,8 @@ from typing import Any, Callable, Dict, Optional
 
 from pipeline.errors import DeployError
 
-# Canonical pipeline order. A config lists the stages it runs; they always run in this order.
-ORDER = ("train", "export", "freeze", "check", "rewrite", "convert", "engine", "benchmark")
-
-# Modules that register stages, imported lazily by ``registry()``.
+# Modules that register stages, imported lazily by ``registry()``, in pipeline order: where the declared
+# inputs leave two stages unordered, the one whose module comes first here runs first.
 _MODULES = (
     "pipeline.stages.train",
     "pipeline.stages.export",
@@ -83,6 +86,7 @@ def stage(name, inputs=None, outputs=None, version=1, uses=(), pending_reason=No
     """Register a stage function under ``name``."""
 
     def register(func):
+        _check_declaration(name, inputs or {}, optional)
         _REGISTRY[name] = Stage(
             name=name,
             func=func,
@@ -106,6 +110,65 @@ def registry():
     for module in _MODULES:
         importlib.import_module(module)
     return _REGISTRY
+
+
+def pipeline_order(stages=None):
+    """The names of ``stages`` (default: ``registry()``) in the order they run: each after the stages it
+    reads from, ties broken by the order of ``_MODULES``, then by registration. A config lists the stages
+    it runs; they always run in this order. An input naming no stage, or an artifact its stage does not
+    write, or stages reading from each other in a circle, is a ValueError (a bug in the declarations)."""
+    stages = registry() if stages is None else stages
+    for reader in stages.values():
+        for artifact, producer in reader.inputs.items():
+            if producer not in stages:
+                raise ValueError("stage '{}' reads '{}' from stage '{}', which is not a stage (stages: {})".format(
+                    reader.name, artifact, producer, ", ".join(stages)))
+            if artifact not in stages[producer].outputs:
+                raise ValueError("stage '{}' reads '{}' from stage '{}', which does not write it ({} writes: {})".format(
+                    reader.name, artifact, producer, producer, ", ".join(stages[producer].outputs) or "nothing"))
+    rank = {name: (_module_rank(s.func), i) for i, (name, s) in enumerate(stages.items())}
+    waiting = {name: set(s.inputs.values()) for name, s in stages.items()}
+    order = []
+    while waiting:
+        ready = [name for name, needs in waiting.items() if not needs]
+        if not ready:
+            raise ValueError("stages read each other's outputs in a circle: {}".format(_circle(stages, waiting)))
+        first = min(ready, key=rank.__getitem__)
+        order.append(first)
+        del waiting[first]
+        for needs in waiting.values():
+            needs.discard(first)
+    return tuple(order)
+
+
+def _module_rank(func):
+    module = getattr(func, "__module__", None)
+    return _MODULES.index(module) if module in _MODULES else len(_MODULES)
+
+
+def _circle(stages, waiting):
+    """One circle among the ``waiting`` stages, in words: a reads x from b, b reads y from a."""
+    path, name = [], min(waiting)
+    while name not in path:
+        path.append(name)
+        name = min(p for p in waiting[name] if p in waiting)
+    path = path[path.index(name):] + [name]
+    return ", ".join("{} reads {} from {}".format(a, _artifact_from(stages[a], b), b) for a, b in zip(path, path[1:]))
+
+
+def _artifact_from(reader, producer):
+    return "/".join(a for a, p in reader.inputs.items() if p == producer)
+
+
+def _check_declaration(name, inputs, optional):
+    """What one ``@stage`` declaration can get wrong on its own (the rest: ``pipeline_order``)."""
+    if name in inputs.values():
+        raise ValueError("stage '{}' reads {} from itself".format(
+            name, ", ".join(a for a, p in inputs.items() if p == name)))
+    stray = [a for a in optional if a not in inputs]
+    if stray:
+        raise ValueError("stage '{}': optional names {}, which it does not read (inputs: {})".format(
+            name, ", ".join(stray), ", ".join(inputs) or "none"))
 
 
 def source_artifacts(config):

@@ -16,7 +16,7 @@ def train(ctx):
     from pipeline.data.dataset import dataset_index
     from pipeline.train.fit import check_init_from, fit
 
-    check_init_from(ctx.options.init_from)
+    check_init_from(ctx.options.init_from, ctx.config.where("stages", "train", "init_from"))  # before the dataset
     index = dataset_index(ctx.config)
     result = fit(ctx.config.model, ctx.options, index, checkpoints=ctx.output("checkpoints"), progress=ctx.progress)
     result.model.save(str(ctx.output("keras_model")))

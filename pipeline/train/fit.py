@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pipeline.errors import DeployError
+from pipeline.train.checkpoints import weights_file_exists
+
 
 @dataclass
 class Fit:
@@ -26,13 +28,14 @@ class Fit:
     tf_version: str
 
 
-def check_init_from(init_from):
-    """A DeployError when ``stages.train.init_from`` names no weights deploy can read."""
-    from pipeline.train.checkpoints import weights_file_exists
-
+def check_init_from(init_from, where=None):
+    """A DeployError when ``stages.train.init_from`` names nothing there to read weights from; ``where`` (the
+    config's ``file:line``, ``Config.where``) leads the message. The one check: ``deploy validate``
+    (``Config.path_problems``), the train stage and ``fit`` all call it."""
     if init_from and not weights_file_exists(init_from):
-        raise DeployError("stages.train.init_from: {} not found; give an existing checkpoint (directory or prefix, "
-                          "e.g. dir/model.ckpt-60), .keras, .weights.h5 or frozen .pb".format(init_from))
+        raise DeployError("{}stages.train.init_from: {} not found; give a checkpoint (directory or prefix, e.g. "
+                          "dir/model.ckpt-60), a .keras/.weights.h5/.h5 file or a frozen .pb".format(
+                              where + " " if where else "", init_from))
 
 
 def fit(model_cfg, opts, index, *, checkpoints, progress):

@@ -3,6 +3,10 @@
 Each model takes float32 images of raw pixel values (0..255, NHWC) and outputs class
 probabilities; the scaling to [-1, 1] is inside the model, so the exported and frozen graphs
 take camera pixels as they come.
+
+``ZOO`` (the names of ``BUILDERS``) is what ``model.zoo`` may name: the config schema reads it from here,
+so a new architecture is one builder and one entry in ``BUILDERS``. Keras is imported inside
+``build_model`` only: the config imports this module.
 """
 
 from pipeline.errors import DeployError
@@ -10,13 +14,12 @@ from pipeline.errors import DeployError
 
 def build_model(section, num_classes):
     """Build ``section.zoo`` (a ModelSection) for ``num_classes`` classes, named "model"."""
-    builders = {"mobilenet_v2": _mobilenet_v2, "small_cnn": _small_cnn}
     import keras
 
     size = section.input_size
     inputs = keras.Input((size, size, 3), name="input")
     x = keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, name="scale")(inputs)
-    x = builders[section.zoo](keras, x, section)
+    x = BUILDERS[section.zoo](keras, x, section)
     x = keras.layers.Dropout(section.dropout, name="dropout")(x)
     outputs = keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
     model = keras.Model(inputs, outputs, name="model")
@@ -54,3 +57,8 @@ def _small_cnn(keras, x, section):
         x = layers.ReLU(name="relu{}".format(i))(x)
         x = layers.MaxPooling2D(2, name="pool{}".format(i))(x)
     return layers.GlobalAveragePooling2D(name="gap")(x)
+
+
+# model.zoo name -> builder(keras, x, section): the features the classifier head goes on
+BUILDERS = {"mobilenet_v2": _mobilenet_v2, "small_cnn": _small_cnn}
+ZOO = tuple(BUILDERS)
