@@ -7,11 +7,11 @@ check that the board is the one the target file describes.
     device.check_tensorrt(target)              # error (or warning) when the board's TensorRT differs
 """
 
-import atexit
 from pathlib import Path
 
 from pipeline.device.errors import DeviceError
 from pipeline.device.transport import agent_python
+from pipeline.files import at_exit
 
 _OPEN = {}
 
@@ -58,11 +58,13 @@ def _folder_setting(config, keypath):
     return Path(path).parent if path else Path.cwd()
 
 
-@atexit.register
 def close_all():
     for device in _OPEN.values():
         device.transport.close()
     _OPEN.clear()
+
+
+at_exit(close_all)  # also before deploy's fast exit (pipeline.cli.entry), which skips atexit
 
 
 class Device:
@@ -146,12 +148,16 @@ def same_version(found, expected):
     return str(found).split(".")[:len(want)] == want
 
 
+# The probe's facts a run records about its machine (benchmark.json's where.fingerprint, engine.json's device);
+# pipeline/report/machine.py reads a run's fingerprint by these names and no others.
+FINGERPRINT_FIELDS = ("kind", "gpu", "gpu_driver", "board", "model", "l4t", "jetpack", "tensorrt", "cuda", "cudnn",
+                      "python", "power_mode", "clocks_locked", "hostname", "machine")
+
+
 def fingerprint(probe):
     """The facts that make a benchmark's numbers what they are (stored in benchmark.json). ``kind`` is
     "jetson", "desktop-gpu" (an NVIDIA GPU that is not a Jetson's) or "cpu"; ``gpu`` is nvidia-smi's name."""
-    keys = ("kind", "gpu", "gpu_driver", "board", "model", "l4t", "jetpack", "tensorrt", "cuda", "cudnn", "python",
-            "power_mode", "clocks_locked", "hostname", "machine")
-    return {k: probe.get(k) for k in keys}
+    return {k: probe.get(k) for k in FINGERPRINT_FIELDS}
 
 
 def hardware_label(facts):

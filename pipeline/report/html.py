@@ -8,6 +8,7 @@ in an air-gapped lab. Sections appear when the run has their data.
 import time
 
 from pipeline.report import model_facts as modelinfo
+from pipeline.report import machine
 from pipeline.report import provenance as runinfo
 from pipeline.report import verdict as gatelib
 from pipeline.report.collect import accuracy_of, results_by_batch
@@ -77,7 +78,7 @@ def _header(run, gate=None):
               if prov["commit"] else 'commit <b>unknown</b> <span class="note">(run.json records none)</span>')
     digest = ('config digest <b><code>{}</code></b> <span class="note">({})</span>'.format(
         esc(prov["config_digest"][:12]), esc(prov["digest_source"])) if prov["config_digest"] else "config digest <b>unknown</b>")
-    fp = runinfo.fingerprint(run, gate)
+    fp = machine.fingerprint_items(run, gate)
     finger = "fingerprint " + (" · ".join("{} <b>{}</b>".format(esc(k), esc(v)) for k, v in fp) if fp else "<b>unknown</b> (no benchmark)")
     ci = prov.get("ci") or {}
     extra = " · runner <code>{}</code>".format(esc(ci["runner"])) if ci.get("runner") else ""
@@ -132,8 +133,8 @@ def _board(run, gate):
         return str(hw["label"])
     where = (run.get("benchmark") or {}).get("where") or {}
     fp = where.get("fingerprint") or {}
-    if runinfo.is_host_only(run):
-        return "host CPU{}, not a Jetson".format(": " + runinfo.host_cpu(where) if runinfo.host_cpu(where) else "")
+    if machine.is_host_only(run):
+        return "host CPU{}, not a Jetson".format(": " + machine.host_cpu(where) if machine.host_cpu(where) else "")
     return str(fp.get("board") or where.get("hardware") or where.get("device") or where.get("target")
                or (run.get("record") or {}).get("target") or "")
 

@@ -2,9 +2,9 @@
 check, rewrite, accuracy, benchmark, batch consistency and training. Each takes (run, cache) and
 returns its HTML, or "" when the run has no data for it."""
 
-import time
 
 from pipeline.report import model_facts as modelinfo
+from pipeline.report import machine
 from pipeline.report import provenance as runinfo
 from pipeline.report.collect import results_by_batch
 from pipeline.report.html_parts import STATUS_CLASS, badge, esc, fmt, plot, table
@@ -87,8 +87,8 @@ def _device(run, cache):
     notes = [where["note"]] if where.get("note") else []
     warnings = "".join("<li>{}</li>".format(badge("warning", "warn") + " " + esc(w)) for w in where.get("warnings") or [])
     host = ""
-    if runinfo.is_host_only(run):
-        cpu = runinfo.host_cpu(where)
+    if machine.is_host_only(run):
+        cpu = machine.host_cpu(where)
         rows.insert(1, ["host CPU", esc(cpu or "not recorded (benchmark.json has no host section)")])
         host = ('<p id="host-only">{} measured on this host\'s CPU{}, not on a Jetson: <b>these are not Jetson figures</b> '
                 "(no TensorRT engine ran; a board's latency, throughput and power can differ by orders of magnitude)."

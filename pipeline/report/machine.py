@@ -1,41 +1,122 @@
-"""The machine a run measured: its fingerprint (the keys two runs must share for their latency to be
-compared), the words a report uses for it, and why two fingerprints are not comparable."""
+"""The machine a run measured, in one place. The device records its facts (``pipeline.device.client.fingerprint``:
+benchmark.json's ``where.fingerprint``, by ``FINGERPRINT_FIELDS``); here they are read once (``recorded``) and
+everything else is derived from that reading:
 
+    fingerprint(run)              the keys two runs must share for their latency to be compared (the gate's)
+    fingerprint_items(run, gate)  [(label, value)] the report prints: board, L4T, JetPack, TensorRT, CUDA, ...
+    is_host_only(run), host_cpu   whether the figures are the host's CPU's, and that CPU in words
+    hardware(run)                 what measured the run, in words
+    fingerprint_reasons(a, b, e)  why two fingerprints are not comparable
+"""
+
+from pipeline.device.client import FINGERPRINT_FIELDS
+
+# the gate's keys; pipeline/cli/verbs/compare.py keeps a copy for --expect-change's choices, held equal by
+# tests/report/test_machine.py (this package's import would cost every verb's --help pydantic)
 FINGERPRINT_KEYS = ("kind", "board", "gpu", "jetpack", "tensorrt", "runtime", "power_mode", "clocks")
+
+
+def _where(run):
+    return (run.get("benchmark") or {}).get("where") or {}
+
+
+def recorded(where):
+    """``where.fingerprint`` as the device wrote it, every one of FINGERPRINT_FIELDS present (None: not
+    recorded), the power mode by its name. A reader asking for a key the device does not record fails
+    (KeyError) instead of reading None for ever."""
+    raw = where.get("fingerprint") or {}
+    fp = {key: raw.get(key) for key in FINGERPRINT_FIELDS}
+    mode = fp["power_mode"]
+    fp["power_mode"] = mode.get("mode_name") if isinstance(mode, dict) else mode
+    return fp
+
+
+def _clocks(locked, unlocked="not locked"):
+    return None if locked is None else ("locked" if locked else unlocked)
 
 
 def fingerprint(run):
     """The keys two runs must share for their latency to be compared (None: not known)."""
-    where = (run.get("benchmark") or {}).get("where") or {}
-    fp = where.get("fingerprint") or {}
-    mode = fp.get("power_mode")
+    where = _where(run)
+    fp = recorded(where)
     kind = _kind(where, fp)
-    clocks = fp.get("clocks_locked")
-    return {"kind": kind, "board": fp.get("board") or fp.get("model"),
-            "gpu": fp.get("gpu") if kind == "desktop-gpu" else None,
-            "jetpack": fp.get("jetpack") or fp.get("l4t"), "tensorrt": fp.get("tensorrt"),
-            "runtime": where.get("runtime"),
-            "power_mode": mode.get("mode_name") if isinstance(mode, dict) else mode,
-            "clocks": None if clocks is None else ("locked" if clocks else "not locked")}
+    return {"kind": kind, "board": fp["board"] or fp["model"],
+            "gpu": fp["gpu"] if kind == "desktop-gpu" else None,
+            "jetpack": fp["jetpack"] or fp["l4t"], "tensorrt": fp["tensorrt"],
+            "runtime": where.get("runtime"), "power_mode": fp["power_mode"], "clocks": _clocks(fp["clocks_locked"])}
 
 
 def _kind(where, fp):
     """"jetson", "desktop-gpu" (an NVIDIA GPU that is not a Jetson's), "host-cpu" (the host in-process,
-    or a device without a GPU), or None (no device figures)."""
-    kind = fp.get("kind")
+    or a device without a GPU), or None (no device figures). Not ``is_host_only``: a device without a GPU
+    is "host-cpu" here (CPU figures) but its figures are still the device's."""
+    kind = fp["kind"]
     if kind in ("jetson", "desktop-gpu"):
         return kind
     if kind or where.get("host"):
         return "host-cpu"
-    if fp.get("board") or fp.get("l4t"):
+    if fp["board"] or fp["l4t"]:
         return "jetson"
     return None
 
 
+def fingerprint_items(run, gate=None):
+    """[(label, value)] of what the figures depend on: board, L4T/JetPack, TensorRT, CUDA, power mode, clocks;
+    or the host's CPU for a host-only run. A run without a benchmark shows what the gate's reference was
+    measured on (its ``fingerprint``: the gate's keys)."""
+    where = _where(run)
+    if not where:
+        ref = (gate or {}).get("reference") or {}
+        fp = ref.get("fingerprint") or {}
+        items = [("board", fp.get("board")), ("GPU", fp.get("gpu")), ("JetPack", fp.get("jetpack")),
+                 ("TensorRT", fp.get("tensorrt")), ("power mode", fp.get("power_mode")),
+                 ("clocks", "NOT locked" if fp.get("clocks") == "not locked" else fp.get("clocks"))]
+        return [(k, str(v)) for k, v in items if v not in (None, "")]
+    if is_host_only(run):
+        items = []
+    else:
+        fp = recorded(where)
+        items = [("board", fp["board"] or fp["model"]), ("GPU", fp["gpu"]), ("L4T", fp["l4t"]),
+                 ("JetPack", fp["jetpack"]), ("TensorRT", fp["tensorrt"]), ("CUDA", fp["cuda"]),
+                 ("power mode", fp["power_mode"]), ("clocks", _clocks(fp["clocks_locked"], "NOT locked"))]
+        items = [(k, str(v)) for k, v in items if v not in (None, "")]
+    if not items:
+        cpu = host_cpu(where)
+        items = [("host CPU", cpu or "not recorded")] + ([("figures", "host CPU's, not a Jetson's")] if is_host_only(run) else [])
+        if where.get("runtime"):
+            items.append(("runtime", "{} {}".format(where.get("runtime"), where.get("version") or "").strip()))
+    return items
+
+
+def is_host_only(run):
+    """The figures are this host's CPU's, not a target device's (no device fingerprint, not on the target,
+    not TensorRT)."""
+    where = _where(run)
+    if not where:
+        return False
+    fp = recorded(where)
+    if fp["kind"] in ("jetson", "desktop-gpu") or fp["board"] or fp["l4t"] or fp["gpu"]:
+        return False
+    return not where.get("on_target_device") and where.get("runtime") != "tensorrt"
+
+
+def host_cpu(where):
+    """The host's CPU in words: model, cores, machine, system (what benchmark.json recorded)."""
+    host = where.get("host") or {}
+    if not isinstance(host, dict):
+        return str(host) if host else None
+    model = host.get("cpu") or host.get("processor")
+    cores = host.get("cpu_count") or host.get("cores")
+    bits = [str(model) if model else "an unnamed CPU"]
+    extra = [x for x in ("{} cores".format(cores) if cores else None, host.get("machine"), host.get("system")) if x]
+    if extra:
+        bits.append("({})".format(", ".join(str(x) for x in extra)))
+    return " ".join(bits) if (model or extra) else None
+
+
 def hardware(run):
     """{"kind", "label"}: what measured the run, in words a reader of the report needs."""
-    where = (run.get("benchmark") or {}).get("where") or {}
-    fp = where.get("fingerprint") or {}
+    where = _where(run)
     f = fingerprint(run)
     kind = f["kind"]
     if kind == "jetson":
@@ -48,7 +129,7 @@ def hardware(run):
         label = "desktop GPU {}: not a Jetson".format(f["gpu"] or "(unnamed)")
     elif kind == "host-cpu":
         host = where.get("host") or {}
-        machine = host.get("machine") or fp.get("machine") or "CPU"
+        machine = host.get("machine") or recorded(where)["machine"] or "CPU"
         label = "host CPU ({}, {}): not Jetson figures".format(machine, where.get("runtime") or "runtime unknown")
     else:
         label = "no device figures"

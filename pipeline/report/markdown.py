@@ -5,7 +5,7 @@ so ``<``, ``>`` and ``&`` are escaped as the HTML report escapes them."""
 
 import html
 
-from pipeline.report import model_facts as modelinfo
+from pipeline.report import machine
 from pipeline.report import provenance as runinfo
 from pipeline.report import verdict as gatelib
 from pipeline.report.collect import results_by_batch
@@ -36,14 +36,14 @@ def render_markdown(run, gate=None):
              ("check", check.get("verdict"))]
     lines.append(" · ".join("**{}** {}".format(k, _text(v)) for k, v in facts if v is not None))
     lines.append("")
-    fp = runinfo.fingerprint(run, gate)
+    fp = machine.fingerprint_items(run, gate)
     prov = runinfo.provenance(run)
     lines.append(" · ".join(["**{}** {}".format(_text(k), _text(v)) for k, v in fp] + [
         "**commit** {}".format(_text(prov["commit"][:12]) if prov["commit"] else "unknown"),
         "**config digest** {}".format(_text(prov["config_digest"][:12]) if prov["config_digest"] else "unknown")]))
     lines.append("")
-    if runinfo.is_host_only(run):
-        lines += ["> host CPU figures ({}), not Jetson figures".format(_text(runinfo.host_cpu(
+    if machine.is_host_only(run):
+        lines += ["> host CPU figures ({}), not Jetson figures".format(_text(machine.host_cpu(
             (run.get("benchmark") or {}).get("where") or {}) or "CPU not recorded")), ""]
     lines += _table(["stage", "status", "result"], [[s["name"], s.get("status"), s.get("summary") or s.get("message") or ""]
                                                      for s in run["stages"]])

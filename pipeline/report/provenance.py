@@ -1,11 +1,13 @@
-"""Where a run came from and what measured it, as plain data: the commit and config that made it
-(``provenance``), the machine's fingerprint, whether the figures are the host's, and how noisy they
-were (``noise_notes``). Reads defensively: what is not known is said to be unknown, never guessed."""
+"""Where a run came from, as plain data: the commit and config that made it (``provenance``) and how noisy
+its figures were (``noise_notes``). Reads defensively: what is not known is said to be unknown, never guessed.
+What measured it (the fingerprint, whether the figures are the host's) is pipeline/report/machine.py's, the
+one reading the gate, the device and the pages share."""
 
 import hashlib
 import json
 import re
 from pathlib import Path
+
 
 NOISY_P99_RATIO = 2.0  # p99 more than twice the median: the spread is as wide as the median itself
 NOISY_MEAN_RATIO = 1.5  # mean 1.5x the median: a few very slow calls (or two modes) carry the mean
@@ -46,12 +48,12 @@ def provenance(run):
 
 
 def _stage_digests(run_dir):
-    from pipeline.report.collect import STAGES
+    from pipeline.stages import pipeline_order
 
     out = {}
     if not run_dir:
         return out
-    for s in STAGES:
+    for s in pipeline_order():
         try:
             manifest = json.loads((Path(run_dir) / s / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -59,55 +61,6 @@ def _stage_digests(run_dir):
         if isinstance(manifest, dict) and manifest.get("config_digest"):
             out[s] = manifest["config_digest"]
     return out
-
-
-def fingerprint(run, gate=None):
-    """[(label, value)] of what the figures depend on: board, L4T/JetPack, TensorRT, CUDA, power mode, clocks;
-    or the host's CPU for a host-only run."""
-    where = (run.get("benchmark") or {}).get("where") or {}
-    fp = where.get("fingerprint") or {}
-    if not where and gate:  # no benchmark tonight: what the reference was measured on
-        fp = (gate.get("reference") or {}).get("fingerprint") or {}
-    if is_host_only(run):
-        fp = {}
-    mode = fp.get("power_mode")
-    mode = mode.get("mode_name") if isinstance(mode, dict) else mode
-    clocks = fp.get("clocks_locked")
-    items = [("board", fp.get("board") or fp.get("model")), ("GPU", fp.get("gpu")), ("L4T", fp.get("l4t")),
-             ("JetPack", fp.get("jetpack")), ("TensorRT", fp.get("tensorrt")), ("CUDA", fp.get("cuda")),
-             ("power mode", mode), ("clocks", None if clocks is None else "locked" if clocks else "NOT locked")]
-    items = [(k, str(v)) for k, v in items if v not in (None, "")]
-    if not items and where:
-        cpu = host_cpu(where)
-        items = [("host CPU", cpu or "not recorded")] + ([("figures", "host CPU's, not a Jetson's")] if is_host_only(run) else [])
-        if where.get("runtime"):
-            items.append(("runtime", "{} {}".format(where.get("runtime"), where.get("version") or "").strip()))
-    return items
-
-
-def is_host_only(run):
-    where = (run.get("benchmark") or {}).get("where") or {}
-    if not where:
-        return False
-    fp = where.get("fingerprint") or {}
-    kind = fp.get("kind")
-    if kind in ("jetson", "desktop-gpu") or fp.get("board") or fp.get("l4t") or fp.get("gpu"):
-        return False
-    return not where.get("on_target_device") and where.get("runtime") != "tensorrt"
-
-
-def host_cpu(where):
-    """The host's CPU in words: model, cores, machine, system (what benchmark.json recorded)."""
-    host = where.get("host") or {}
-    if not isinstance(host, dict):
-        return str(host) if host else None
-    model = host.get("cpu") or host.get("processor")
-    cores = host.get("cpu_count") or host.get("cores")
-    bits = [str(model) if model else "an unnamed CPU"]
-    extra = [x for x in ("{} cores".format(cores) if cores else None, host.get("machine"), host.get("system")) if x]
-    if extra:
-        bits.append("({})".format(", ".join(str(x) for x in extra)))
-    return " ".join(bits) if (model or extra) else None
 
 
 # ---------------------------------------------------------------- noise

@@ -1,23 +1,26 @@
 """`deploy rewrite` and the rewrite stage: load, choose passes, apply, check again, write."""
 
-import json
 from pathlib import Path
 
 from pipeline import records
 from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError
-from pipeline.files import write_bytes, write_text
+from pipeline.files import write_bytes
+from pipeline.graph.io import image_input, write_io_json
 
 
 def sample_inputs(graph, io, dataset=None, count=4, seed=0):
-    """Real images from an image folder when given, else seeded random pixels, at the input's size."""
-    node = graph.node(io["inputs"][0]["name"])
-    shape = graph.attr(node, "shape")
-    if not shape or len(shape) != 4 or any(d is None or d < 0 for d in shape[1:]):
+    """Real images from an image folder when given, else seeded random pixels, at the size and channels of
+    the input the checks feed (the first, as the pass runner's TFSubject does), its shape read from the graph."""
+    name = io["inputs"][0]["name"]
+    shape = graph.attr(graph.node(name), "shape")
+    image = image_input([(name, shape)])
+    if image is None:
         raise DeployError("input {} has shape {}; the numeric checks need a fixed-size NHWC input "
-                          "(apply set_input_shape first)".format(node.name, shape))
+                          "(apply set_input_shape first)".format(name, shape))
     from pipeline.data.samples import sample_images
 
-    return sample_images(dataset, count, (shape[1], shape[2]), seed)
+    _, height, width, channels = image
+    return sample_images(dataset, count, (height, width), seed, channels)
 
 
 def rewrite_model(model, target, pass_names=(), auto=False, options=None, reference=None, dataset=None,
@@ -96,7 +99,7 @@ def write_outputs(graph, io, summary, out):
     out = Path(out)
     check_output(out)
     write_bytes(out, graph.serialize())
-    write_text(out.with_name(out.stem + ".io.json"), json.dumps(io, indent=2, sort_keys=True) + "\n")
+    write_io_json(out.with_name(out.stem + ".io.json"), io)
     records.write(out.with_name(out.stem + ".rewrite.json"), summary, "rewrite")  # schema deploy.rewrite/1
 
 

@@ -80,10 +80,6 @@ def _cases():
     cases = []
     for path in sorted((SAMPLES / "trtexec").glob("*.log")):
         cases.append(("trtexec", "parse_log", path))
-    for path in sorted((SAMPLES / "trtexec").glob("*.exportTimes.json")):
-        cases.append(("trtexec", "parse_export_times", path))
-    for path in sorted((SAMPLES / "trtexec").glob("*.exportProfile.json")):
-        cases.append(("trtexec", "parse_export_profile", path))
     for path in sorted((SAMPLES / "tegrastats").glob("*.txt")):
         cases.append(("tegrastats", "parse_line", path))
     return cases

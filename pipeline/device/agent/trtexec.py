@@ -1,5 +1,5 @@
 """What NVIDIA's trtexec prints, parsed for every format from TensorRT 7.x to 10.x
-(shared/reference/device/trtexec/README.md; every captured sample is in tests/device/samples/trtexec/).
+(every captured sample, with its source, is in tests/device/samples/trtexec/: PROVENANCE.md).
 
 ``parse_log(text)`` -> {tensorrt_version "8.2.1" | None, version_tag int | None, build_tag int | None,
 device, compute_capability, format, passed True/False/None, command, summary | None, warnings, errors}
@@ -19,12 +19,12 @@ in milliseconds (None for what the version does not print, or a value the captur
 line is absent. trtexec prints milliseconds everywhere except Throughput (queries/s) and the Total lines
 (seconds); values may be in exponent form (``2.5563e+06``). With implicit batch (``--batch=N``, TRT <= 8.x)
 a query is N samples. Lines of a capture cut mid-value are kept as far as they parse (``truncated``).
+A text that is not trtexec output raises ParseError naming what was expected.
 
-``parse_export_times(text)`` and ``parse_export_profile(text)`` read ``--exportTimes`` / ``--exportProfile``
-JSON. A text that is none of these raises ParseError naming what was expected.
+Only the log is read: deploy runs trtexec to build (``trtexec_build``), never with ``--exportTimes`` or
+``--exportProfile`` (the agent's own runtime times the engine, ``trt_runtime``).
 """
 
-import json
 import re
 
 from . import ParseError
@@ -190,68 +190,3 @@ def _summary_7(result, messages):
         raise ParseError("TensorRT 7.x 'Host Latency' block without its min/max/mean lines")
     result["format"] = "7.x"
     result["summary"] = summary
-
-
-def _json_records(text, what):
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ParseError("{} is not JSON: {}".format(what, e))
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise ParseError("{} must be a JSON list of objects".format(what))
-    return data
-
-
-_SPANS = (("latency", "latencyMs"), ("h2d", "h2dMs"), ("compute", "computeMs"), ("d2h", "d2hMs"),
-          ("end_to_end", "endToEndMs"))
-
-
-def parse_export_times(text):
-    """``--exportTimes`` JSON -> {queries, <span>: {mean, min, max, median, p99} in ms} for latency, h2d,
-    compute, d2h (and end_to_end where the version writes it, <= 8.2). 8.0-8.4 include warm-up queries."""
-    records = _json_records(text, "--exportTimes output")
-    if not records:
-        raise ParseError("--exportTimes output holds no queries")
-    out = {"queries": len(records)}
-    for name, key in _SPANS:
-        values = [r.get(key) for r in records]
-        if all(v is None for v in values):
-            continue
-        if not all(isinstance(v, (int, float)) for v in values):
-            raise ParseError("--exportTimes: {} is missing or not a number in some queries".format(key))
-        out[name] = _describe(values)
-    if "latency" not in out:
-        raise ParseError("--exportTimes output has no latencyMs: not trtexec's --exportTimes format")
-    return out
-
-
-def _describe(values):
-    ordered = sorted(values)
-    n = len(ordered)
-
-    def pct(p):  # linear interpolation, numpy's default
-        k = (n - 1) * p / 100.0
-        lo = int(k)
-        hi = min(lo + 1, n - 1)
-        return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-    return {"mean": sum(ordered) / n, "min": ordered[0], "max": ordered[-1], "median": pct(50), "p99": pct(99)}
-
-
-def parse_export_profile(text):
-    """``--exportProfile`` JSON -> {iterations, layers: [{name, time_ms, average_ms, median_ms | None,
-    percentage}] in file order}."""
-    records = _json_records(text, "--exportProfile output")
-    if not records or "count" not in records[0]:
-        raise ParseError("--exportProfile output must start with {\"count\": N}")
-    layers = []
-    for record in records[1:]:
-        try:
-            layers.append({"name": str(record["name"]), "time_ms": float(record["timeMs"]),
-                           "average_ms": float(record["averageMs"]),
-                           "median_ms": float(record["medianMs"]) if "medianMs" in record else None,
-                           "percentage": float(record["percentage"])})
-        except (KeyError, TypeError, ValueError):
-            raise ParseError("--exportProfile layer record without name/timeMs/averageMs/percentage: {}".format(
-                json.dumps(record)[:200]))
-    return {"iterations": int(records[0]["count"]), "layers": layers}
