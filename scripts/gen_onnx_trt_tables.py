@@ -1,13 +1,17 @@
 """Generate deploy's ONNX-parser op tables (targets/ops/onnx_trt_{8.2,8.5,10}.yaml) from onnx-tensorrt's
 docs/operators.md at the release each table is for.
 
-    python scripts/gen_onnx_trt_tables.py                 # writes targets/ops/onnx_trt_*.yaml
-    python scripts/gen_onnx_trt_tables.py --check         # exit 1 when a committed table is out of date
+    git clone https://github.com/onnx/onnx-tensorrt
+    python scripts/gen_onnx_trt_tables.py --reference onnx-tensorrt           # writes targets/ops/onnx_trt_*.yaml
+    python scripts/gen_onnx_trt_tables.py --reference onnx-tensorrt --check   # exit 1 when a table is out of date
     python scripts/gen_onnx_trt_tables.py --reference DIR --out DIR
 
-The source files are the operators.md copies in ../shared/reference/targets/onnx-tensorrt/ (one per
-release, pinned to the onnx-tensorrt commit NVIDIA/TensorRT's ``parsers/onnx`` submodule names at that
-release tag; see that folder's README.md). Each row becomes one op entry: its types (machine-readable,
+The source of each table is docs/operators.md of https://github.com/onnx/onnx-tensorrt at the commit
+NVIDIA/TensorRT's ``parsers/onnx`` submodule names at that release tag (``git ls-tree <tag> parsers/onnx``
+in NVIDIA/TensorRT): RELEASES below lists the commits, and each table names its commit in ``sources`` and
+``source_commit``. ``--reference`` is a clone of onnx-tensorrt (the file is read with ``git show
+<commit>:docs/operators.md``) or a folder of copies named as RELEASES' ``file`` says. Each row becomes one
+op entry: its types (machine-readable,
 TYPES names), its restriction sentences, and the structured restatements checkers use (const_inputs,
 spatial_dims, unsupported_outputs, input_rank, attributes, unsupported_attributes), found by the rules
 below and by the ONNX operator schemas (input, output and attribute names).
@@ -19,19 +23,20 @@ each correction with the file it comes from, and the table's notes say why. The 
 
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT.parent / "shared" / "reference" / "targets" / "onnx-tensorrt"
 OUT = ROOT / "targets" / "ops"
 TYPES = ("FP64", "FP32", "FP16", "BF16", "FP8", "INT64", "INT32", "INT8", "INT4", "UINT8", "BOOL")
 REPO = "https://github.com/onnx/onnx-tensorrt"
 
-# table -> the operators.md copy, the TensorRT release it is for, the onnx-tensorrt commit, and the
-# table's version-level facts that come from the parser source rather than operators.md.
+# table -> the name of an operators.md copy, the TensorRT release it is for, the onnx-tensorrt commit, and
+# the table's version-level facts that come from the parser source rather than operators.md. ``upper``: the
+# 10.15 table (docs/operators.md at fa5aa9f6; only its rows are read), an upper bracket for 10.3.
 RELEASES = {
     "onnx_trt_8.2": {
         "file": "operators_trt8.2.1.md", "release": "8.2.1", "tensorrt": "8.2",
@@ -55,13 +60,13 @@ RELEASES = {
     "onnx_trt_10": {
         "file": "operators_trt10.1.md", "release": "10.1", "tensorrt": "10.1",
         "commit": "96e781103cfc4adf4a6bb557e94bac8e693f6f4c",
-        "jetpack": "JetPack 6.1/6.2 (Orin) ships TensorRT 10.3; this is the 10.1 table, the closest release in the "
-                   "reference (the 10.3 pin 62bdde2a is not available)",
+        "jetpack": "JetPack 6.1/6.2 (Orin) ships TensorRT 10.3; this is the 10.1 table, the closest release read "
+                   "(the 10.3 pin 62bdde2a was not available)",
         "io_types": ["FP32", "FP16", "BF16", "INT64", "INT32", "INT8", "FP8", "INT4", "UINT8", "BOOL"],
         "cast_down": {"FP64": "FP32"},
         "quantized_types": ["INT8", "FP8", "INT4"],
         "io_only_types": ["UINT8"],
-        "upper": "operators_trt10.15_table.md",
+        "upper": "operators_trt10.15_table.md", "upper_commit": "fa5aa9f61e7781d2ca8f5351d42c1f19525a6124",
     },
 }
 
@@ -253,9 +258,23 @@ def _types(cell, fixed):
     return names
 
 
+def read_operators_md(reference, file, commit):
+    """docs/operators.md at ``commit``: the copy named ``file`` in the folder ``reference``, else ``git show``
+    in ``reference`` as a clone of onnx-tensorrt; None when neither has it."""
+    copy = Path(reference) / file
+    if copy.is_file():
+        return copy.read_text(encoding="utf-8")
+    res = subprocess.run(["git", "-C", str(reference), "show", "{}:docs/operators.md".format(commit)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return res.stdout.decode("utf-8") if res.returncode == 0 else None
+
+
 def build_table(name, reference):
     spec = RELEASES[name]
-    text = (reference / spec["file"]).read_text()
+    text = read_operators_md(reference, spec["file"], spec["commit"])
+    if text is None:
+        raise SystemExit("{}: no {} and no commit {} with docs/operators.md in {} (give a clone of {} or a "
+                         "folder of copies)".format(name, spec["file"], spec["commit"], reference, REPO))
     header, rows = parse_markdown(text)
     fixed = set()
     ops = {}
@@ -318,7 +337,6 @@ def build_table(name, reference):
             "{}/blob/{}/docs/operators.md".format(REPO, commit),
             "git: onnx/onnx-tensorrt commit {} path docs/operators.md (the parsers/onnx pin of NVIDIA/TensorRT "
             "tag {})".format(commit, spec["release"]),
-            "reference: shared/reference/targets/onnx-tensorrt/{}".format(spec["file"]),
             "parser source at the same commit for the corrections in notes: {}/tree/{}".format(REPO, commit),
         ],
         "unconfirmed": [],
@@ -353,17 +371,20 @@ def build_table(name, reference):
         table["notes"].append("Typo fixed from the source: {!r} read as {!r}".format(wrong, right))
     if name == "onnx_trt_10":
         table["unconfirmed"].append(
-            "This is the onnx-tensorrt 10.1-GA table; JetPack 6.1/6.2 ship TensorRT 10.3, whose pin (62bdde2a) is not "
-            "in the reference; 10.3 = this table plus CHANGELOG 10.2/10.3 (GRU and Squeeze importer changes, tensor "
+            "This is the onnx-tensorrt 10.1-GA table; JetPack 6.1/6.2 ship TensorRT 10.3, whose pin (62bdde2a) was not "
+            "available; 10.3 = this table plus CHANGELOG 10.2/10.3 (GRU and Squeeze importer changes, tensor "
             "`axes` inputs for Slice, ScatterElements updated)")
-        upper = reference / spec["upper"]
-        if upper.is_file():
-            _, upper_rows = parse_markdown(upper.read_text())
+        upper = read_operators_md(reference, spec["upper"], spec["upper_commit"])
+        if upper is not None:
+            _, upper_rows = parse_markdown(upper)
             added = sorted(r["op"] for r in upper_rows if r["supported"].upper().startswith("Y")
                            and ordered.get(r["op"], {"supported": False}).get("supported", True) is False)
             table["facts"]["supported_in_10.15_not_in_10.1"] = added
             table["notes"].append("facts.supported_in_10.15_not_in_10.1: rows supported in the 10.15 table "
                                   "(fa5aa9f6, an upper bracket for 10.3) and not in this one")
+        else:
+            print("{}: no docs/operators.md at {} in {}: facts.supported_in_10.15_not_in_10.1 left out".format(
+                name, spec["upper_commit"][:8], reference), file=sys.stderr)
     return table
 
 
@@ -416,7 +437,7 @@ def render(table):
     return head + text + "\n".join(lines) + "\n"
 
 
-def generate(reference=REFERENCE):
+def generate(reference):
     """{file name: text} of every generated table."""
     reference = Path(reference)
     return {name + ".yaml": render(build_table(name, reference)) for name in RELEASES}
@@ -424,14 +445,16 @@ def generate(reference=REFERENCE):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", default=str(REFERENCE), help="folder of the operators_trt*.md copies")
+    parser.add_argument("--reference", required=True,
+                        help="a clone of https://github.com/onnx/onnx-tensorrt, or a folder of operators.md copies "
+                             "named as RELEASES says (operators_trt8.2.1.md, ...)")
     parser.add_argument("--out", default=str(OUT), help="where the tables go (targets/ops)")
     parser.add_argument("--check", action="store_true", help="compare with the files in --out; exit 1 when they differ")
     args = parser.parse_args(argv)
     reference = Path(args.reference)
     if not reference.is_dir():
-        print("no reference folder {} (a clone has no ../shared); the tables in targets/ops/ are what ships".format(
-            reference), file=sys.stderr)
+        print("no folder {}: give a clone of {} or a folder of operators.md copies".format(reference, REPO),
+              file=sys.stderr)
         return 2
     stale = []
     for name, text in generate(reference).items():
@@ -443,7 +466,8 @@ def main(argv=None):
             path.write_text(text)
             print("wrote", path)
     if stale:
-        print("out of date: {} (run python scripts/gen_onnx_trt_tables.py)".format(", ".join(stale)), file=sys.stderr)
+        print("out of date: {} (run python scripts/gen_onnx_trt_tables.py --reference {})".format(
+            ", ".join(stale), args.reference), file=sys.stderr)
         return 1
     return 0
 

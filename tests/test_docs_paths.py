@@ -1,6 +1,8 @@
-"""README and docs name files that exist: a moved module leaves no stale path behind."""
+"""README and docs name files that exist: a moved module leaves no stale path behind; nothing outside
+tests/ points at the developers' ../shared/reference folder, which a clone does not have."""
 
 import re
+import subprocess
 
 import pytest
 
@@ -18,10 +20,74 @@ def test_every_repository_path_a_doc_names_exists(doc):
     assert not missing, "{} names paths that do not exist: {}".format(doc.name, ", ".join(missing))
 
 
+# "shared/reference" or Path's "shared" / "reference"
+SHARED_REFERENCE = re.compile(rb"shared(?:/|[\"']\s*/\s*[\"'])reference")
+
+
+def test_nothing_outside_tests_points_at_shared_reference():
+    """A fact deploy uses names its public source (a URL, a repository file at a commit) or a file in this
+    repository; ../shared/reference exists only beside the developers' checkout. Tests may still read it
+    where it exists and skip where it does not."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=str(ROOT), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, check=True).stdout.decode("utf-8").split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: no list of tracked files")
+    hits = []
+    for name in listed:
+        path = ROOT / name
+        if not name or name.startswith("tests/") or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_bytes().splitlines(), 1):
+            if SHARED_REFERENCE.search(line):
+                hits.append("{}:{}".format(name, number))
+    assert hits == [], "name the public source instead of ../shared/reference: " + ", ".join(hits)
+
+
 def test_architecture_names_every_wing():
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     wings = sorted(p.name for p in (ROOT / "pipeline").iterdir() if p.is_dir() and (p / "__init__.py").exists())
     assert [w for w in wings if "  {}/".format(w) not in text] == []
+
+
+def _wing_imports():
+    """{wing: wings it imports} from the source (scripts/import_graph.py's reading): a wing is a top-level
+    package or module of pipeline/, with device/agent on its own; errors and pipeline/__init__ left out."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_graph", str(ROOT / "scripts" / "import_graph.py"))
+    graph = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graph)
+    mods = graph.modules(ROOT / "pipeline")
+    edges, _ = graph.imports(mods)
+
+    def wing(module):
+        parts = module.split(".")[1:]
+        if not parts or parts[0] in ("errors", "__main__"):
+            return None
+        return "device/agent" if parts[:2] == ["device", "agent"] else parts[0]
+
+    found = {}
+    for module, imported in edges.items():
+        if wing(module) is None:
+            continue
+        found.setdefault(wing(module), set()).update(w for w in map(wing, imported) if w not in (None, wing(module)))
+    return found
+
+
+def test_architecture_says_what_imports_what():
+    """docs/architecture.md's "What imports what" block is the source's import graph, wing by wing."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text[text.index("### What imports what"):]
+    block = block[block.index("```\n") + 4:]
+    block = block[:block.index("```")]
+    documented = {}
+    for line in block.splitlines():
+        name, _, deps = line.partition("->")
+        documented[name.strip()] = set(deps.split())
+    actual = _wing_imports()
+    expected = "\n".join("{:<13} -> {}".format(w, " ".join(sorted(actual[w]))).rstrip() for w in sorted(actual))
+    assert documented == actual, "docs/architecture.md's import block should read:\n" + expected
 
 
 def test_device_doc_says_what_the_targets_say_about_uff():

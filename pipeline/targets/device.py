@@ -30,7 +30,7 @@ OP_TABLE_KEYS = ROUTES + ("dla",)
 RUNTIMES = ("tensorrt", "onnxruntime")
 
 # NvUffParser.h is in TensorRT release/8.2, 8.5, 8.6 and absent from release/9.0 on
-# (platforms.yaml source_index: uff_headers). A consistency check on the data, not a device fact.
+# (the targets' [uff_headers] source). A consistency check on the data, not a device fact.
 LAST_TENSORRT_MAJOR_WITH_UFF = 8
 
 _VERSION = re.compile(r"^\d+(\.\d+)*$")

@@ -1,7 +1,9 @@
 """The agent's CUDA layer (pipeline/device/agent/cuda.py) and the engine runner on it (trt_runtime.Engine),
 against recording stand-ins of pycuda, cuda-python 12 (``cuda.cudart``) and 13 (``cuda.bindings.runtime``
 only) and a small TensorRT, installed into sys.modules. No GPU: the stand-ins keep the real stack's
-context semantics (review D1/D2/D7/D9/D10/D11, shared/reference/reviews/device_review.md):
+context semantics, as pycuda's pycuda/autoinit.py and pycuda/autoprimaryctx.py, NVIDIA/TensorRT#1133 ("The
+resources in different context is isolated"), the cuda-bindings 13.0.0 release notes (``cuda.cudart``
+removed) and pycuda's doc/driver.rst (async copies need page-locked memory) give them:
 
 - one thread's context stack (pycuda's push/pop); ``retain_primary_context()`` gives the device's primary
   context, ``make_context()`` / ``pycuda.autoinit`` a new, private one;

@@ -1,5 +1,6 @@
 """The build's version branches, against a recording stand-in of TensorRT's Python API made from the
-facts in shared/reference/device/trt_api.md: each version has exactly the calls that table gives it
+calls NVIDIA's bindings have at each version (python/src/infer/pyCore.cpp in NVIDIA/TensorRT at tags 8.2.1,
+8.4.1, 8.5.3 and v10.0.0): each version has exactly those calls
 (8.2: max_workspace_size, no memory pools; 8.5: memory pools; 10.x: no EXPLICIT_BATCH needed, no
 max_workspace_size, no build_engine) and raises AttributeError for the rest, like the real bindings.
 This checks which branch runs on which version; the calls themselves are type-checked against the real

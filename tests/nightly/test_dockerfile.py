@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile.jetson"
 WRAPPER = ROOT / "scripts" / "jetson" / "agent-in-docker"
 
-# The base image of each JetPack line, as shared/reference/device/containers.md gives them: l4t-base
-# r32.7.1 (jetson-containers' base for any R32.7), l4t-jetpack r35.4.1 (its base for R35 >= 35.4.1),
-# l4t-jetpack r36.4.0 (JetPack 6.1/6.2).
+# The base image of each JetPack line: l4t-base r32.7.1 (jetson-containers' base for any R32.7) and
+# l4t-jetpack r35.4.1 (its base for R35 >= 35.4.1), both from get_l4t_base() in dusty-nv/jetson-containers
+# jetson_containers/l4t_version.py at 6cbc91ae926a; l4t-jetpack r36.4.0 (JetPack 6.1/6.2), as
+# stkr22/whisper-batch-api-py Containerfile.l4t-r36.4 at 1d1a7e345eda pins it.
 BASE_IMAGES = {
     "jp4.6": "nvcr.io/nvidia/l4t-base:r32.7.1",
     "jp5": "nvcr.io/nvidia/l4t-jetpack:r35.4.1",

@@ -1,10 +1,11 @@
 """Power while a benchmark runs: tegrastats sampled in the background, summarised per window.
 
-Rails differ per board and JetPack (shared/reference/device/tegrastats/); ``tegrastats.board_power_mw``
-gives the module's power: its input rail where the board has one (VDD_IN, POM_5V_IN), else the sum of
-the rails (AGX Xavier, AGX Orin). The benchmark marks a window right before its timed back-to-back
-loop (after warm-up) and reads it right after; energy per image is worked out on the host from the
-window's mean power, the loop's wall time and the images it ran (``tegrastats.energy_per_inference_mj``).
+Rails differ per board and JetPack (tests/device/samples/tegrastats/: a captured line per board, its
+source in PROVENANCE.md); ``tegrastats.board_power_mw`` gives the module's power: its input rail where
+the board has one (VDD_IN, POM_5V_IN), else the sum of the rails (AGX Xavier, AGX Orin). The benchmark
+marks a window right before its timed back-to-back loop (after warm-up) and reads it right after; energy
+per image is worked out on the host from the window's mean power, the loop's wall time and the images
+it ran (``tegrastats.energy_per_inference_mj``).
 The child gets ``stdin=DEVNULL``: it must never read the agent's stdin, which carries the protocol.
 """
 

@@ -1,8 +1,9 @@
 """The board's identity: what ``deploy device probe`` prints and what the engine cache key holds.
 
-Each fact comes from the file or command listed in shared/reference/device/identity/ and is ``None``
-when the machine does not have it (a workstation has no /etc/nv_tegra_release); ``sources`` says
-where each came from and ``problems`` why a fact is missing, so a half-configured board is visible.
+Each fact comes from a file or command whose captured output is in tests/device/samples/identity/ (its
+source in PROVENANCE.md) and is ``None`` when the machine does not have it (a workstation has no
+/etc/nv_tegra_release); ``sources`` says where each came from and ``problems`` why a fact is missing, so
+a half-configured board is visible.
 """
 
 import os

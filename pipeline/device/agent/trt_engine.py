@@ -1,6 +1,8 @@
 """TensorRT in the agent: build an engine from ONNX (or UFF) and run it, one code path for TensorRT 8.2
 (JetPack 4.6: TX2, Nano), 8.5 (JetPack 5: Xavier) and 10.x (JetPack 6: Orin), branching on the version
-exactly as shared/reference/device/trt_api.md lists:
+as NVIDIA's Python bindings show it (python/src/infer/pyCore.cpp in github.com/NVIDIA/TensorRT at tags 8.2.1,
+8.4.1, 8.5.3, v8.6.1 and v10.0.0; the "Added, Deprecated, And Removed APIs" pages of the TensorRT 8.0.1 and
+8.4.3 API docs under docs.nvidia.com/deeplearning/tensorrt/archives/):
 
     explicit batch       the EXPLICIT_BATCH flag below 10.0; networks are always explicit on 10.x
     build                build_serialized_network (8.0+); build_engine(...).serialize() below 8.0
@@ -8,6 +10,7 @@ exactly as shared/reference/device/trt_api.md lists:
     I/O                  named tensors (set_input_shape, set_tensor_address, execute_async_v3) from 8.5;
                          bindings (set_binding_shape, execute_async_v2) below
     numpy                TensorRT < 8.6 uses np.bool, gone in numpy 1.24: refused with what to install
+                         (NVIDIA/TensorRT tools/Polygraphy/polygraphy/util/util.py at v8.6.1 says so)
 
 Type-checked with mypy against ``tensorrt-stubs`` (the 10.x API); calls that exist only in 8.x go
 through ``getattr`` with the version named. tensorrt, numpy and pycuda / cuda-python are imported inside

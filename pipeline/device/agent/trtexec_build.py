@@ -2,9 +2,10 @@
 alternative where the bindings are broken, and a cross-check of the Python build (trtexec times the
 engine it built; its summary is parsed by ``trtexec.parse_log`` for every format from 7.x to 10.x).
 
-Flags by TensorRT version (shared/reference/device/trtexec/README.md): ``--workspace=MB`` up to 8.x,
-``--memPoolSize=workspace:MB`` from 8.4 (``--workspace`` is gone in 10.0); shapes as
-``name:1x32x32x3``; ``--timingCacheFile`` from 8.0; DLA with ``--useDLACore=N --allowGPUFallback``.
+Flags by TensorRT version (the ``getAndDelOption`` calls of samples/common/sampleOptions.cpp in
+github.com/NVIDIA/TensorRT at each release tag; tests/device/samples/trtexec/PROVENANCE.md lists them):
+``--workspace=MB`` up to 8.x, ``--memPoolSize=workspace:MB`` from 8.4 (``--workspace`` is gone in 10.0);
+shapes as ``name:1x32x32x3``; ``--timingCacheFile`` from 8.0; DLA with ``--useDLACore=N --allowGPUFallback``.
 """
 
 import hashlib
