@@ -252,3 +252,19 @@ def test_big_files_read_b_in_a_second_process_with_the_same_answers(tmp_path, mo
     assert parallel == alone and parallel["values"]
     swapped = diff_models(_branches(tmp_path, "yz.pb", "y"), _branches(tmp_path, "zy.pb", "z"))
     assert swapped.structurally_identical and swapped.renamed["concat"] == "concat_1"
+
+
+def test_the_parallel_read_counts_this_process_in_the_load(monkeypatch):
+    """A core is free when the load average, less this process's own 1.0, leaves 1.5 cores idle: the
+    benchmark loop's own load (about 1.0 on a quiet 2-core machine) no longer hides the free core."""
+    import os
+
+    import pipeline.graph.diff as diff
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    for load, free in ((0.2, True), (1.05, True), (1.5, True), (1.6, False), (3.5, False)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert diff._idle_core() is free, load
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert diff._idle_core() is False

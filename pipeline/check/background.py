@@ -19,6 +19,8 @@ import pickle
 import sys
 
 MIN_NODES = 50_000  # below this, the fork's own cost (a few ms per 100 MB held) is not won back
+EARLY_BYTES = 32 << 20  # a frozen graph file this big: its child reads it too (check_model, before reading)
+EARLY_MEMORY = 4  # ... when MemAvailable holds this many times the file (the child's parsed copy is about 2.5x)
 ENV = "DEPLOY_CHECK_FORK"
 
 
@@ -39,8 +41,26 @@ def worth_forking(nodes):
     return cpus >= 2
 
 
-def start(func, *args, nodes=0):
-    """``func(*args)`` in a forked child when ``worth_forking(nodes)``, else right now."""
+def memory_allows(nbytes):
+    """Whether this machine has ``nbytes`` more memory available now (Linux's MemAvailable; elsewhere
+    unknown, so no): a child that reads a big graph again holds a second copy of it."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 >= nbytes
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+_RECOMPUTE = object()
+
+
+def start(func, *args, nodes=0, on_failure=_RECOMPUTE):
+    """``func(*args)`` in a forked child when ``worth_forking(nodes)``, else right now. A child that
+    fails is computed again here, or answers ``on_failure`` when given (a value the caller can do
+    without: check_model's second reading of a file is never repeated here)."""
     if not worth_forking(nodes):
         return _Done(func(*args))
     read_fd, write_fd = os.pipe()
@@ -51,8 +71,14 @@ def start(func, *args, nodes=0):
         os.close(write_fd)
         return _Done(func(*args))
     if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
+        import gc
+
+        gc.disable()  # one computation and out: cyclic GC passes over a big graph only cost time
         status = 1
         try:
+            from pipeline.files import die_with_parent
+
+            die_with_parent()  # a `kill -9` of deploy leaves no child computing on
             os.close(read_fd)
             data = pickle.dumps(func(*args), protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)
@@ -64,7 +90,7 @@ def start(func, *args, nodes=0):
         finally:
             os._exit(status)
     os.close(write_fd)
-    return _Child(pid, read_fd, func, args)
+    return _Child(pid, read_fd, func, args, on_failure)
 
 
 class _Done:
@@ -79,8 +105,8 @@ class _Done:
 
 
 class _Child:
-    def __init__(self, pid, read_fd, func, args):
-        self.pid, self.read_fd, self.func, self.args = pid, read_fd, func, args
+    def __init__(self, pid, read_fd, func, args, on_failure=_RECOMPUTE):
+        self.pid, self.read_fd, self.func, self.args, self.on_failure = pid, read_fd, func, args, on_failure
 
     def result(self):
         chunks = []
@@ -94,6 +120,8 @@ class _Child:
                 return pickle.loads(b"".join(chunks))
             except Exception:  # noqa: B902 - a truncated answer: compute it here
                 pass
+        if self.on_failure is not _RECOMPUTE:
+            return self.on_failure
         return self.func(*self.args)
 
     def close(self):

@@ -11,23 +11,25 @@ from pipeline.check.findings import CheckReport, Finding, RouteResult
 from pipeline.graph.analysis import constant_subgraph, input_dtype
 
 
-def check_graph(graph, target, routes=None, convert=False, convert_timeout=None):
+def check_graph(graph, target, routes=None, convert=False, convert_timeout=None, flops=None):
     """Check a Graph view. ``convert`` (see check_model): only a graph read from a frozen .pb or
-    .pbtxt file can be converted; in-memory graphs (deploy rewrite's) are predicted."""
+    .pbtxt file can be converted; in-memory graphs (deploy rewrite's) are predicted. ``flops``: the
+    TF-TRT share's compute half already under way (check_model's, from the file), else started here."""
     from pipeline.check import patterns
+    from pipeline.check.op_index import OpIndex
     from pipeline.errors import DeployError
 
     wanted = list(routes) if routes else list(target.routes)
     for route in wanted:
         if route not in target.routes:
             raise DeployError("--route {}: {} has no {} route (it has: {})".format(route, target.name, route, ", ".join(target.routes)))
-    plugins, known_plugins = _plugins(target)
-    custom = custom_ops(graph, known_plugins)
-    unchecked = {n for names in custom.values() for n in names}  # reported once, for every route
-    unfrozen = graph.format in ("saved_model", "meta_graph")
-    # the TF-TRT share needs only the nodes left unchecked: under way from here (a frozen graph's are known now)
-    share = None if unfrozen else _start_tftrt_share(graph, target, wanted, unchecked)
+    share = flops if flops is not None else _start_tftrt_share(graph, target, wanted)  # beside the rest from here
     try:
+        plugins, known_plugins = _plugins(target)
+        index = OpIndex(graph)  # one question per op, not per node, in every route
+        custom = custom_ops(graph, known_plugins, index)
+        unchecked = {n for names in custom.values() for n in names}  # reported once, for every route
+        unfrozen = graph.format in ("saved_model", "meta_graph")
         matches = patterns.find_patterns(graph) if graph.kind == "tensorflow" else patterns.find_onnx_patterns(graph)
         by_node = {}
         for match in matches:
@@ -41,15 +43,46 @@ def check_graph(graph, target, routes=None, convert=False, convert_timeout=None)
                     match.cause = "the weights are variables (a SavedModel / checkpoint graph is not frozen yet)"
                     match.fix = "nothing to do: freezing (deploy's freeze stage) turns them into constants"
                     unchecked |= set(match.nodes)
-            share = _start_tftrt_share(graph, target, wanted, frozenset(unchecked))
         return _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, plugins, known_plugins,
-                             convert, convert_timeout, share)
+                             convert, convert_timeout, share, index)
     finally:
         if share is not None:
             share.close()
 
 
-def _start_tftrt_share(graph, target, wanted, skip):
+def start_file_flops(path, signature="serving_default"):
+    """The TF-TRT share's compute half of a big frozen graph file (each conv's FLOPs), under way in a
+    child that reads the file itself while this process loads the target and reads it too
+    (pipeline.check.background): before any target is known, as the plugin names it needs are every
+    target's. None when it does not pay (not a big .pb/.pbtxt file) or the memory for a second copy of
+    the graph is not there; the child answers None for a
+    graph that is not a frozen TensorFlow graph, and check_tftrt then computes it here. Give it to
+    check_model (``flops=``), or ``close()`` it."""
+    import os
+
+    from pipeline.check import background
+
+    path = str(path)
+    if not path.lower().endswith((".pb", ".pbtxt")) or not os.path.isfile(path):
+        return None
+    size = os.path.getsize(path)
+    if size < background.EARLY_BYTES or not background.worth_forking(background.MIN_NODES) or \
+            not background.memory_allows(background.EARLY_MEMORY * size):
+        return None  # never read twice in one process: the share is then computed from the check's graph
+    return background.start(_file_flops, path, signature, nodes=background.MIN_NODES, on_failure=None)
+
+
+def _file_flops(path, signature):
+    from pipeline.check.compute import conv_flops
+    from pipeline.graph.readers import read_model
+
+    graph = read_model(path, signature=signature)
+    if graph.kind != "tensorflow" or graph.format in ("saved_model", "meta_graph"):
+        return None
+    return conv_flops(graph)
+
+
+def _start_tftrt_share(graph, target, wanted):
     """The compute half of the TF-TRT share (each conv's FLOPs) under way beside the other routes
     (pipeline.check.background), or None."""
     if "tftrt" not in wanted or graph.kind != "tensorflow" or not target.op_table_for("tftrt"):
@@ -57,11 +90,11 @@ def _start_tftrt_share(graph, target, wanted, skip):
     from pipeline.check import background
     from pipeline.check.compute import conv_flops
 
-    return background.start(conv_flops, graph, skip, nodes=len(graph.nodes))
+    return background.start(conv_flops, graph, nodes=len(graph.nodes))
 
 
 def _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, plugins, known_plugins, convert,
-                  convert_timeout, share):
+                  convert_timeout, share, index):
     from pipeline.check import routes as route_checks
     from pipeline.check.dropout import tf2onnx_replaces_dropout
     from pipeline.check.inference import inference_findings, unsafe_op_findings
@@ -84,9 +117,10 @@ def _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, pl
         elif table is None:
             results.append(RouteResult(route, None, "", applicable=False, note="no op table for this route"))
         elif route == "uff":
-            results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, unchecked))
+            results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, unchecked,
+                                                  index))
         elif route == "tftrt":
-            results.append(route_checks.check_tftrt(graph, target, table, by_node, unchecked, share))
+            results.append(route_checks.check_tftrt(graph, target, table, by_node, unchecked, share, index))
         elif graph.kind == "onnx":
             results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
         else:
@@ -95,7 +129,8 @@ def _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, pl
             converter = load_tf2onnx_table()
             opset = min(target.max_opset, converter.max_opset)  # what deploy's convert stage emits
             result = route_checks.check_tf_onnx(graph, target, table, converter, opset,
-                                                by_node, plugins, known_plugins, dropout_rewritten | folded | unchecked)
+                                                by_node, plugins, known_plugins, dropout_rewritten | folded | unchecked,
+                                                index)
             if dropout_rewritten:
                 result.findings.append(Finding(
                     "info", "onnx", "pattern", "RandomUniform", sorted(dropout_rewritten),
@@ -107,7 +142,7 @@ def _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, pl
                                           blocked, convert_timeout))
     covered = {n for f in findings for n in f.nodes}
     findings += _graph_findings(graph, [m for m in matches if not covered.issuperset(m.nodes)], results, custom)
-    findings += unsafe_op_findings(graph)
+    findings += unsafe_op_findings(graph, index)
     if graph.format == "keras":
         from pipeline.check.keras_lambda import explain_lambdas
 
@@ -149,17 +184,19 @@ def _plugins(target):
     return plugins_for(target.tensorrt), known_plugin_names()
 
 
-def custom_ops(graph, known_plugins):
-    """{op: [nodes]} of a TensorFlow graph's ops that TensorFlow does not register (and no plugin has)."""
+def custom_ops(graph, known_plugins, index=None):
+    """{op: [nodes]} of a TensorFlow graph's ops that TensorFlow does not register (and no plugin has).
+    ``index``: the graph's OpIndex (pipeline.check.op_index), if the caller has one."""
     from pipeline.check import patterns
+    from pipeline.check.op_index import OpIndex
 
-    custom = {}
-    if graph.kind == "tensorflow":
-        _, registered = patterns.tensorflow_ops()
-        for node in graph.nodes.values():
-            if node.op not in registered and node.op not in known_plugins:
-                custom.setdefault(node.op, []).append(node.name)
-    return custom
+    if graph.kind != "tensorflow":
+        return {}
+    _, registered = patterns.tensorflow_ops()
+    ops = index.by_op if index is not None else {node.op for node in graph.nodes.values()}
+    if not any(op not in registered and op not in known_plugins for op in ops):
+        return {}
+    return dict((index or OpIndex(graph)).grouped(lambda op: op not in registered and op not in known_plugins))
 
 
 def _graph_findings(graph, matches, results, custom):

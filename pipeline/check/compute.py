@@ -20,51 +20,53 @@ _CONV = frozenset(["Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "Co
                    "BatchMatMulV2", "BatchMatMulV3", "_FusedConv2D", "_FusedMatMul"])
 
 
-def tftrt_share(graph, supported, skip=frozenset(), flops=None):
+def tftrt_share(graph, supported, skip=frozenset(), flops=None, index=None):
     """{"nodes", "compute": shares in 0..1, "segments": engines, "flops": total estimate,
     "estimated": whether some conv's size was guessed}. ``supported(op)``: TF-TRT converts it.
-    ``flops``: ``conv_flops(graph, skip)`` computed elsewhere (the check runs it beside the other
-    routes: pipeline.check.background), else computed here."""
-    work, members = [], []
+    ``flops``: ``conv_flops(graph)`` under way elsewhere (the check runs it beside the other
+    routes: a pipeline.check.background pending, asked for its result only once the clusters are
+    found), else computed here. ``index``: the graph's OpIndex, if the caller has one."""
+    from pipeline.check.op_index import OpIndex
+
+    index = index or OpIndex(graph)
     bookkeeping = _BOOKKEEPING
-    for node in graph.nodes.values():
-        op = node.op
-        if op in bookkeeping or node.name in skip:
-            continue
-        work.append(node)
-        if supported(op):
-            members.append(node)
+    keep = (lambda n: n.name not in skip) if skip else None
+    work = index.count(lambda op: op not in bookkeeping, keep)
+    members = index.nodes(lambda op: op not in bookkeeping and supported(op), keep)  # any order: counts only
     groups = [g for g in _components(graph, members) if len(g) >= MINIMUM_SEGMENT_SIZE]
     in_trt = {n for group in groups for n in group}
-    by_conv, estimated = flops if flops is not None else conv_flops(graph, skip)
+    by_conv, guessed = (flops.result() if flops is not None else None) or conv_flops(graph)
+    if skip:
+        by_conv = {name: f for name, f in by_conv.items() if name not in skip}
+    estimated = bool(guessed) and any(name in guessed for name in by_conv)
     total_flops = sum(by_conv.values())
     trt_flops = sum(f for name, f in by_conv.items() if name in in_trt)
     return {
-        "nodes": round(len(in_trt) / len(work), 4) if work else 1.0,
-        "compute": round(trt_flops / total_flops, 4) if total_flops else (round(len(in_trt) / len(work), 4) if work else 1.0),
+        "nodes": round(len(in_trt) / work, 4) if work else 1.0,
+        "compute": round(trt_flops / total_flops, 4) if total_flops else (round(len(in_trt) / work, 4) if work else 1.0),
         "flops": total_flops,
         "segments": len(groups),
         "estimated": estimated or not total_flops,
     }
 
 
-def conv_flops(graph, skip=frozenset()):
-    """({name: FLOPs} of every conv and matrix product not in ``skip``, whether some conv's spatial
-    size was guessed): the compute half of tftrt_share, which needs nothing of the clusters."""
+def conv_flops(graph):
+    """({name: FLOPs} of every conv and matrix product, the names of those whose spatial size was
+    guessed): the compute half of tftrt_share, which needs nothing of the clusters or of what the
+    check skips (tftrt_share leaves those out), so it can run on its own (pipeline.check.background)."""
     shapes = Shapes(graph)
     shapes.fill_in_file_order()
     by_conv = {}
     conv_ops = _CONV
     for node in graph.nodes.values():
-        if node.op in conv_ops and node.name not in skip:
+        if node.op in conv_ops:
             by_conv[node.name] = _flops(graph, node, shapes)  # follows its output size: unknown -> guessed
-    guessed = shapes.guessed  # (a skipped conv on another conv's chain may be guessed too: not counted)
-    return by_conv, bool(guessed) and any(name in guessed for name in by_conv)
+    return by_conv, {name for name in shapes.guessed if name in by_conv}
 
 
 def _components(graph, members):
     """Connected components (data edges, either direction) of the nodes ``members`` (a list of
-    Nodes in graph order), each a list of names in that order; components in the order of their
+    Nodes), each a list of names in the order of ``members``; components in the order of their
     first node.
 
     Union-find over integer indices with path halving, inlined: a 200,000-node graph has as many

@@ -69,18 +69,31 @@ def _op_summary(graph, names):
     return "{} node{}: {}{}".format(total, "" if total == 1 else "s", shown, more)
 
 
-def unsafe_op_findings(graph):
+def unsafe_op_findings(graph, index=None):
     """A warning on every route for ops that act outside the graph (files, Python, checkpoints,
     queues; pipeline.tf.screen's policy): deploy refuses to run such a graph unless trusted.
-    deploy check itself never runs anything."""
+    deploy check itself never runs anything. ``index``: the graph's OpIndex, if the caller has one."""
     if graph.kind != "tensorflow":
         return []
+    from pipeline.check.op_index import OpIndex
     from pipeline.tf.screen import execution_policy
 
     policy = execution_policy()
     expected_variables = graph.format in ("saved_model", "meta_graph")  # frozen before anything runs
     verdicts, found = {}, {}
-    for node in graph.nodes.values():
+
+    def may_act(op):  # PrintV2's verdict depends on each node's attributes
+        if op == "PrintV2":
+            return True
+        if op not in verdicts:
+            verdicts[op] = policy.refusal(op)
+        return bool(verdicts[op]) and op in policy.registered
+
+    index = index or OpIndex(graph)
+    kept = index.nodes(may_act)  # grouped by op: back into file order when several ops are there
+    if len({node.op for node in kept}) > 1:
+        kept.sort(key=lambda n: index.position(n.name))
+    for node in kept:
         if node.op == "PrintV2":
             why = policy.refusal(node.op, {"output_stream": node.attrs.get("output_stream")})
         else:

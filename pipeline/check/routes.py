@@ -7,6 +7,7 @@ A finding's cause and fix come from the pattern or op family its nodes belong to
 from collections import OrderedDict
 
 from pipeline.check.findings import Finding, RouteResult
+from pipeline.check.op_index import OpIndex
 
 # TF dtype names -> the ONNX/TensorRT type names the op tables use
 _TYPE_NAMES = {
@@ -23,14 +24,6 @@ def onnx_runtime_label(target, table):
     if target.tensorrt:
         return "TensorRT {} ONNX parser".format(target.tensorrt)
     return "ONNX Runtime CPU kernels ({})".format(table.applies_to or table.name)
-
-
-def _group(nodes):
-    """OrderedDict op -> [node names], in graph order."""
-    groups = OrderedDict()
-    for node in nodes:
-        groups.setdefault(node.op, []).append(node.name)
-    return groups
 
 
 def _explain(names, by_node, default_cause, default_fix, default_rewrite=None, route=None):
@@ -64,12 +57,13 @@ def _per_op(func):
     return cached
 
 
-def check_uff(graph, target, table, by_node, plugins, known_plugins, skip=frozenset()):
+def check_uff(graph, target, table, by_node, plugins, known_plugins, skip=frozenset(), index=None):
     result = RouteResult("uff", table.name, "UFF parser, TensorRT {}".format(target.tensorrt))
     supported = _per_op(table.is_supported)
+    index = index or OpIndex(graph)
     # NoOps carry no data (only control edges); the debug-family warning covers them
-    bad = [n for n in graph.nodes.values() if n.name not in skip and n.op != "NoOp" and not supported(n.op)]
-    for op, names in _group(bad).items():
+    bad = index.grouped(lambda op: op != "NoOp" and not supported(op), lambda n: n.name not in skip)
+    for op, names in bad.items():
         if op in known_plugins:
             result.findings.append(_plugin_finding("uff", op, names, target, plugins))
             continue
@@ -89,7 +83,7 @@ def check_uff(graph, target, table, by_node, plugins, known_plugins, skip=frozen
     return result
 
 
-def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_plugins, skip=frozenset()):
+def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_plugins, skip=frozenset(), index=None):
     """A TensorFlow graph on the onnx route: predict tf2onnx's ONNX ops, then check them.
     ``skip``: nodes that never reach tf2onnx's op handlers (folded, rewritten, reported elsewhere)."""
     result = RouteResult("onnx", table.name, "opset {}, {} (tf2onnx prediction)".format(opset, onnx_runtime_label(target, table)),
@@ -107,19 +101,24 @@ def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_
             return "failing", error
         return "emits", [o for o in tf2onnx.emits(op, opset) or () if not table.is_supported(o)]
 
-    for node in graph.nodes.values():
-        if node.op in _BOOKKEEPING or node.name in skip:
-            continue
-        kind, detail = verdict(node.op)
+    def flagged(op):  # ops whose nodes make a finding (an op that emits supported ops only makes none)
+        if op in _BOOKKEEPING:
+            return False
+        kind, detail = verdict(op)
+        return kind != "emits" or bool(detail)
+
+    # per op, in the order of each op's first node (as walking the nodes would fill the dicts)
+    for op, names in (index or OpIndex(graph)).grouped(flagged, lambda n: n.name not in skip).items():
+        kind, detail = verdict(op)
         if kind == "plugin":
-            no_handler.setdefault(("plugin", node.op), []).append(node.name)
+            no_handler[("plugin", op)] = names
         elif kind == "no_handler":
-            no_handler.setdefault(("op", node.op), []).append(node.name)
+            no_handler[("op", op)] = names
         elif kind == "failing":
-            failing.setdefault(node.op, ([], detail))[0].append(node.name)
+            failing[op] = (names, detail)
         else:
             for onnx_op in detail:
-                emitted_bad.setdefault(onnx_op, OrderedDict()).setdefault(node.op, []).append(node.name)
+                emitted_bad.setdefault(onnx_op, OrderedDict())[op] = names
     for (kind, op), names in no_handler.items():
         if kind == "plugin":
             result.findings.append(_plugin_finding("onnx", op, names, target, plugins))
@@ -219,7 +218,7 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins, mode
     return result
 
 
-def check_tftrt(graph, target, table, by_node, skip=frozenset(), share=None):
+def check_tftrt(graph, target, table, by_node, skip=frozenset(), share=None, index=None):
     """TF-TRT: nodes it cannot convert stay in TensorFlow (not blockers); the share of nodes and of
     compute its engines take is reported, and what runs wrong runs wrong in TensorFlow too.
     ``share``: its FLOPs half already under way (pipeline.check.background), else computed here."""
@@ -227,15 +226,16 @@ def check_tftrt(graph, target, table, by_node, skip=frozenset(), share=None):
 
     result = RouteResult("tftrt", table.name, "TF-TRT (TensorRT {}) inside TensorFlow".format(target.tensorrt))
     supported = _per_op(table.is_supported)
-    stay = [n for n in graph.nodes.values() if n.op not in _BOOKKEEPING and n.name not in skip and not supported(n.op)]
-    for op, names in _group(stay).items():
+    index = index or OpIndex(graph)
+    stay = index.grouped(lambda op: op not in _BOOKKEEPING and not supported(op), lambda n: n.name not in skip)
+    for op, names in stay.items():
         result.findings.append(Finding(
             "info", "tftrt", "stays_in_tensorflow", op, names,
             "TF-TRT has no converter for {}: these nodes run in TensorFlow, outside the TensorRT engines".format(op),
             "nothing blocks; for speed, replace {} or take the onnx/uff route".format(op)))
-    total = len(stay)
+    total = sum(len(names) for names in stay.values())
     result.note = "{} node(s) stay in TensorFlow".format(total) if total else "every node converts"
-    result.share = tftrt_share(graph, supported, skip, flops=share.result() if share is not None else None)
+    result.share = tftrt_share(graph, supported, skip, flops=share, index=index)
     _accepted_but_wrong(result, graph, by_node, lambda op: True, skip=skip)
     return result
 

@@ -19,7 +19,7 @@ def constant_subgraph(graph, frozen=()):
     written); a graph with a forward reference is solved from the constants forward instead."""
     const = {n.name for n in graph.nodes.values() if n.op == "Const"} | set(frozen)
     if graph.kind == "tensorflow":
-        folded = _fold_in_file_order(graph, const)
+        folded = _fold_in_file_order(graph, set(const))  # a copy: it may give up half way
         if folded is not None:
             return folded
     return _fold_from_constants(graph, const)

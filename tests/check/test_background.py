@@ -159,3 +159,53 @@ def test_constant_folding_in_one_pass_and_from_the_constants_agree(tmp_path):
     assert constant_subgraph(graph) == {"scale", "twice"} == _fold_from_constants(graph, set(const))
     assert constant_subgraph(_reversed(read_model(path))) == {"scale", "twice"}
     assert constant_subgraph(read_model(path), frozen={"input"}) == {"scale", "twice", "shift"}
+
+
+def test_constant_folding_that_gives_up_half_way_forgets_what_it_folded_so_far(tmp_path):
+    """A node folded before the one-pass shortcut meets a forward reference is still reported (the general
+    way starts from the constants alone: it once started from the shortcut's half-filled set and lost it)."""
+    from pipeline.graph import proto
+
+    gd = proto.GraphDef()
+    gd.node.add(name="a", op="Const")
+    gd.node.add(name="early", op="Neg", input=["a"])  # folded by the shortcut before it gives up
+    gd.node.add(name="uses_later", op="Add", input=["later", "a"])  # a forward reference: the shortcut gives up
+    gd.node.add(name="later", op="Neg", input=["a"])
+    path = tmp_path / "f.pb"
+    path.write_bytes(gd.SerializeToString())
+    assert constant_subgraph(read_model(path)) == {"early", "uses_later", "later"}
+
+
+def test_a_second_reading_needs_the_memory_for_it(tmp_path, monkeypatch):
+    from pipeline.check.checker import start_file_flops
+
+    assert background.memory_allows(1 << 60) is False  # an exabyte: nowhere (and unknown memory is no memory)
+    big = tmp_path / "big.pb"
+    big.write_bytes(b"\0" * 16)
+    monkeypatch.setattr(background, "EARLY_BYTES", 8)
+    monkeypatch.setattr(background, "memory_allows", lambda nbytes: False)
+    assert start_file_flops(big) is None  # no room for a second copy: read once
+    monkeypatch.setattr(background, "memory_allows", lambda nbytes: True)
+    monkeypatch.setenv(background.ENV, "0")
+    assert start_file_flops(big) is None  # no child: never read twice in one process
+    assert start_file_flops(tmp_path / "model.onnx") is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or _cpus() < 2, reason="forks only with os.fork and two CPUs")
+def test_a_child_that_cannot_read_the_file_gives_way_to_the_checks_own_reading(tmp_path):
+    """A broken big .pb: the child's second reading fails, answers nothing, and is never repeated in the
+    parent; the user gets the reader's one-line error, once, from the parent's own reading."""
+    big = tmp_path / "broken.pb"
+    big.write_bytes(b"\x0a\xff\xff" * (1 << 20))
+    out = _in_fresh_python(
+        "import json\n"
+        "from pipeline.check import background\n"
+        "from pipeline.check.checker import start_file_flops\n"
+        "background.EARLY_BYTES = 1\n"
+        "pending = start_file_flops({!r})\n"
+        "print(json.dumps({{'kind': type(pending).__name__, 'value': pending.result()}}))\n".format(str(big)))
+    assert out == {"kind": "_Child", "value": None}
+    res = subprocess.run([sys.executable, "-m", "pipeline", "check", str(big), "--target", "jetson_tx2"],
+                         cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    lines = res.stderr.decode().strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and "not a TensorFlow GraphDef" in lines[0], lines

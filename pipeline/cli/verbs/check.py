@@ -25,13 +25,26 @@ def add_parser(subparsers):
 
 def run(args):
     """Will this model convert for this Jetson? Offline check against the target's op tables."""
-    from pipeline.check import check_model, zoo
-    from pipeline.check.report import FORMATS as REPORT_FORMATS, format_junit
-    from pipeline.errors import EXIT_NOT_DEPLOYABLE
-    from pipeline.targets import load_target
+    from pipeline.check import zoo
+    from pipeline.check.checker import start_file_flops
 
-    target = load_target(args.target)
     models = args.model
+    single = len(models) == 1 and not zoo.is_zoo(models)
+    # a big frozen graph's FLOPs: a child reads it while the rest is imported and the target loaded here
+    # (closed by check_model)
+    flops = start_file_flops(models[0], args.signature) if single and (not args.route or "tftrt" in args.route) \
+        else None
+    try:
+        from pipeline.check import check_model
+        from pipeline.check.report import FORMATS as REPORT_FORMATS, format_junit
+        from pipeline.errors import EXIT_NOT_DEPLOYABLE
+        from pipeline.targets import load_target
+
+        target = load_target(args.target)
+    except BaseException:
+        if flops is not None:
+            flops.close()
+        raise
     convert = {"convert": args.convert, "convert_timeout": args.convert_timeout}
     if zoo.is_zoo(models):
         entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, **convert)
@@ -39,7 +52,8 @@ def run(args):
         if args.junit:
             write_or_fail(args.junit, zoo.format_junit(entries), "--junit")
         return zoo.exit_code(entries)
-    report = check_model(models[0], target, routes=args.route, signature=args.signature, outlive=True, **convert)
+    report = check_model(models[0], target, routes=args.route, signature=args.signature, outlive=True, flops=flops,
+                         **convert)
     print(REPORT_FORMATS[args.format](report))
     if args.junit:
         write_or_fail(args.junit, format_junit(report), "--junit")

@@ -135,7 +135,8 @@ def _idle_core():
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         load = 0.0
-    return cores >= 2 and load <= cores - 1.5
+    others = max(0.0, load - 1.0)  # this process is one of the running ones the load average counts
+    return cores >= 2 and cores - others >= 1.5
 
 
 def _load_in_child(path, signature, send):
