@@ -73,3 +73,19 @@ def test_the_command_line_exits_1_on_a_broken_rule(tmp_path):
     assert ok.returncode == 0 and "0 circles" in ok.stdout
     long = run("--max-lines", "2")
     assert long.returncode == 1 and "long: pkg.a (3 lines)" in long.stdout
+
+
+def test_check_never_imports_rewrite():
+    """rewrite/ builds on check/ (it checks each round): check/ itself never imports rewrite/, not even
+    inside a function. The `deploy rewrite --auto` prediction of a NO is asked by the check verb and the
+    check stage (check_model(..., predict=pipeline.rewrite.predict.predict_rewrite))."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "pipeline" / "check").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += ["{}:{} {}".format(path.relative_to(ROOT), node.lineno, n) for n in names
+                      if n == "pipeline.rewrite" or n.startswith("pipeline.rewrite.")]
+    assert found == []

@@ -94,9 +94,10 @@ def _models_in(folder):
 
 
 def check_models(paths, target, routes=None, signature="serving_default", check=None, convert=None,
-                 convert_timeout=None):
+                 convert_timeout=None, predict=None):
     """Check each model of ``paths`` (folders expanded) against ``target``; never stops at a bad one.
-    ``convert``, ``convert_timeout``: as check_model's (--no-convert, --convert-timeout)."""
+    ``convert``, ``convert_timeout``, ``predict``: as check_model's (--no-convert, --convert-timeout, the
+    rewrite prediction)."""
     together = check is None and convert is not False  # check_model's conversions, made together first
     if check is None:
         from pipeline.check import check_model as check
@@ -115,8 +116,10 @@ def check_models(paths, target, routes=None, signature="serving_default", check=
             entries.append(ZooEntry(path, error=error, code=EXIT_BAD_INPUT))
             continue
         try:
-            report = check(path, target, routes=routes, signature=signature, **(
-                {"convert": convert, "convert_timeout": convert_timeout} if convert is not None or convert_timeout else {}))
+            extra = {"convert": convert, "convert_timeout": convert_timeout} if convert is not None or convert_timeout else {}
+            if predict is not None:
+                extra["predict"] = predict
+            report = check(path, target, routes=routes, signature=signature, **extra)
         except DeployError as e:
             entries.append(ZooEntry(path, error=_first_line(e.message), code=e.code))
         except (KeyboardInterrupt, SystemExit, MemoryError):

@@ -9,7 +9,8 @@ graph is checked again:
     # {"verdict": "YES", "passes": ["strip_dropout", "bn_inference"], "remaining": ""}
 
 It is a prediction of the structure: `deploy rewrite` applies the same passes and checks the
-numbers after each. pipeline.check.model.check_model calls it when a model is NO.
+numbers after each. The check verb and the check stage ask it of a NO (check_model(..., predict=predict_rewrite));
+check/ never imports rewrite/.
 """
 
 from pipeline.errors import DeployError

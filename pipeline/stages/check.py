@@ -21,11 +21,16 @@ def check(ctx):
     from pipeline.check.findings import CONVERTED, PREDICTED
     from pipeline.check.report import format_markdown, format_text, recommendation
 
-    report = check_model(ctx.inputs["frozen_graph"], ctx.target, routes=ctx.options.routes, convert=False)
+    from pipeline.rewrite.predict import predict_rewrite
+
+    frozen = ctx.inputs["frozen_graph"]
+    report = check_model(frozen, ctx.target, routes=ctx.options.routes, convert=False)
     onnx = _onnx_route(report)
     if not report.deployable and onnx is not None and onnx.basis == PREDICTED and convert_probe.available():
-        report = check_model(ctx.inputs["frozen_graph"], ctx.target, routes=ctx.options.routes)  # tf2onnx decides
+        report = check_model(frozen, ctx.target, routes=ctx.options.routes)  # tf2onnx decides
         onnx = _onnx_route(report)
+    if not report.deployable:  # what `deploy rewrite --auto` would make of it, asked once, of the last report
+        report.prediction = predict_rewrite(frozen, ctx.target, report)
     records.write(ctx.output("report"), report.to_dict(), "check")
     with open(str(ctx.output("markdown")), "w") as f:
         f.write(format_markdown(report))

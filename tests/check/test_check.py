@@ -10,6 +10,7 @@ from onnx import TensorProto
 
 import fixtures
 from pipeline.check import check_model
+from pipeline.rewrite.predict import predict_rewrite
 from pipeline.targets import load_target
 
 from conftest import ROOT, deploy
@@ -47,7 +48,7 @@ def models(tmp_path_factory):
 @pytest.mark.tf
 def test_training_graph_with_keep_prob_placeholder(models):
     # the offline prediction's op-level detail (test_ask_converter / test_field_corpus check the real conversion)
-    report = check_model(fixtures.training_graph(models / "train.pb"), tx2(), convert=False)
+    report = check_model(fixtures.training_graph(models / "train.pb"), tx2(), convert=False, predict=predict_rewrite)
     dropout = ["dropout/GreaterEqual", "dropout/SelectV2", "dropout/random_uniform/RandomUniform"]
     assert blockers(report, "uff") == {
         "FusedBatchNormV3": ["bn/FusedBatchNormV3"], "PlaceholderWithDefault": ["keep_prob"],

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import deploy
 from pipeline.check import check_model
+from pipeline.rewrite.predict import predict_rewrite
 from pipeline.targets import load_target
 
 
@@ -55,7 +56,7 @@ def training_session_graph(path):
 def test_training_session_written_as_text_pb_is_not_an_inference_graph(tmp_path):
     path = training_session_graph(tmp_path / "train.pb")
     assert path.read_bytes().lstrip().startswith(b"node {")  # text, whatever the name says
-    report = check_model(path, load_target("jetson_tx2"))
+    report = check_model(path, load_target("jetson_tx2"), predict=predict_rewrite)
     assert report.model["format"] == "pbtxt"
     causes = sorted(f.cause.split(":")[1].split("(")[0].strip() for f in findings_of(report, "not_inference_graph"))
     assert causes == ["it holds TensorBoard summary ops", "it holds checkpoint save/restore ops",
@@ -95,7 +96,7 @@ def tf2_dropout_graph(path):
 
 @pytest.mark.tf
 def test_keep_prob_dropout_is_no_as_is_and_yes_after_rewrite(tmp_path):
-    report = check_model(tf2_dropout_graph(tmp_path / "frozen.pb"), load_target("jetson_tx2"))
+    report = check_model(tf2_dropout_graph(tmp_path / "frozen.pb"), load_target("jetson_tx2"), predict=predict_rewrite)
     onnx = report.route("onnx")
     assert onnx.blockers == 0 and [f.kind for f in onnx.accepted_but_wrong] == ["accepted_but_wrong"]
     assert "fed by placeholder keep_prob" in onnx.accepted_but_wrong[0].cause

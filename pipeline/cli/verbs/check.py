@@ -38,6 +38,7 @@ def run(args):
         from pipeline.check import check_model
         from pipeline.check.report import FORMATS as REPORT_FORMATS, format_junit
         from pipeline.errors import EXIT_NOT_DEPLOYABLE
+        from pipeline.rewrite.predict import predict_rewrite
         from pipeline.targets import load_target
 
         target = load_target(args.target)
@@ -45,15 +46,15 @@ def run(args):
         if flops is not None:
             flops.close()
         raise
-    convert = {"convert": args.convert, "convert_timeout": args.convert_timeout}
+    options = {"convert": args.convert, "convert_timeout": args.convert_timeout, "predict": predict_rewrite}
     if zoo.is_zoo(models):
-        entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, **convert)
+        entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, **options)
         print(zoo.FORMATS[args.format](entries))
         if args.junit:
             write_or_fail(args.junit, zoo.format_junit(entries), "--junit")
         return zoo.exit_code(entries)
     report = check_model(models[0], target, routes=args.route, signature=args.signature, outlive=True, flops=flops,
-                         **convert)
+                         **options)
     print(REPORT_FORMATS[args.format](report))
     if args.junit:
         write_or_fail(args.junit, format_junit(report), "--junit")
