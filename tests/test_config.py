@@ -294,3 +294,16 @@ def test_flag_values_that_make_no_sense(argv):
 
     res = deploy(*argv)
     assert res.returncode == 1 and res.stderr.startswith("deploy: error: argument --") and res.stderr.count("\n") == 1
+
+
+def test_check_routes_are_the_targets_routes():
+    """stages.check.routes takes targets.device's Route: a route added there is a route the config takes."""
+    import subprocess
+    import sys
+
+    code = ("import typing, pipeline.targets.device as device\n"
+            "device.Route = typing.Literal[device.ROUTES + ('new_route',)]\n"
+            "from pipeline.config.schema import CheckOptions\n"
+            "print(CheckOptions(routes=['new_route', 'onnx']).routes)\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout == "['new_route', 'onnx']\n", res.stderr

@@ -1,14 +1,13 @@
 """The config schema (pydantic): every section, key, default and rule of a deployment config."""
 
 import difflib
-import hashlib
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.errors import DeployError
+from pipeline.targets.device import Route
 from pipeline.train.zoo import ZOO
 
 
@@ -99,7 +98,7 @@ class FreezeOptions(_Section):
 class CheckOptions(_Section):
     """Check the frozen graph against the target's op tables (the same check as `deploy check`)."""
 
-    routes: Optional[List[Literal["uff", "onnx", "tftrt"]]] = Field(None, description="Routes to check; default: every route the target has.")
+    routes: Optional[List[Route]] = Field(None, description="Routes to check; default: every route the target has.")
     on_blockers: Literal["fail", "continue"] = Field("fail", description="fail: stop the run (exit 2) when no route is free of blockers, unless a rewrite stage follows (it must fix them); continue: report and go on.")
 
 
@@ -201,7 +200,7 @@ class DeviceSection(_Section):
 
 
 class BenchmarkOptions(_Section):
-    """Latency and throughput per batch size (ONNX Runtime on the host until the device issue)."""
+    """Latency and throughput per batch size: on the device when `device` is set (the engine on TensorRT, else the ONNX model on ONNX Runtime there), otherwise ONNX Runtime's CPU provider on this machine (host numbers, never reported as the target's)."""
 
     batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1, description="Batch sizes to measure (1 to 1024).")
     warmup: int = Field(10, ge=0, description="Untimed runs before measuring.")
@@ -327,15 +326,6 @@ class Config(_Section):
         from pipeline.stages import pipeline_order
 
         return [name for name in pipeline_order() if getattr(self.stages, name) is not None]
-
-    def section_digest(self, *names):
-        """sha256 of the given top-level sections (canonical JSON) — part of stage cache keys."""
-        data = {n: _dump(getattr(self, n)) for n in names}
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def _dump(value):
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
 def json_schema():

@@ -66,10 +66,16 @@ def dataset_index(config, verify=True):
     return index_tfrecords(ds.path, val_split=ds.val_split, num_classes=config.model.num_classes)
 
 
+def image_folder(config):
+    """The config's dataset as an image folder: its path when it is one (format: folder), else None (no
+    dataset, or TFRecords). What the numeric checks and benchmarks sample their images from."""
+    ds = config.dataset
+    return ds.path if ds is not None and ds.format == "folder" else None
+
+
 def dataset_samples(config, count, image_size):
     """Up to ``count`` real images (float32 NHWC, 0..255) from the config's image-folder dataset,
     val split first; seeded random pixels when it has none. Returns (images, source)."""
     from pipeline.data.samples import sample_images as samples
 
-    ds = config.dataset
-    return samples(ds.path if ds is not None and ds.format == "folder" else None, count, image_size)
+    return samples(image_folder(config), count, image_size)

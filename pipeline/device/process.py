@@ -132,14 +132,10 @@ class AgentProcess:
             self.transport.end_remote(self.remote_pid)
 
 
-class Result:
-    def __init__(self, returncode, stdout, stderr):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
 def run_command(argv, stdin, timeout, what, transport, stream, stdin_path=None, stdout_path=None):
-    """Run ``argv``; stderr lines from the agent (``deploy-agent: ...``) go to the progress log as they come.
-    ``stdin_path``/``stdout_path``: a file streamed in or written (a model sent or fetched), not held in memory."""
+    """Run ``argv`` to its end: a subprocess.CompletedProcess (stdout bytes, stderr text); stderr lines from the
+    agent (``deploy-agent: ...``) go to the progress log as they come. ``stdin_path``/``stdout_path``: a file
+    streamed in or written (a model sent or fetched), not held in memory."""
     opened = []
     try:
         source = open(str(stdin_path), "rb") if stdin_path is not None else subprocess.PIPE
@@ -191,7 +187,7 @@ def run_command(argv, stdin, timeout, what, transport, stream, stdin_path=None, 
     for reader in readers:
         reader.join()
     out = b"".join(chunks)
-    return Result(proc.returncode, out, "\n".join(errors))
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "\n".join(errors))
 
 
 def last_line(text):

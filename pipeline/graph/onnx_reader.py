@@ -36,11 +36,17 @@ def read_onnx(path):
             raise DeployError("{}: not an ONNX model: no graph found (the file is truncated or not ONNX); export "
                               "it again".format(path))
         raise DeployError("{}: ONNX model has no nodes; export it again".format(path))
+    return onnx_model_view(model, path)
+
+
+def onnx_model_view(model, source):
+    """The Graph view of an ONNX ModelProto already in memory. ``source``: the file it was read from or
+    written to (the checks read the ModelProto itself from it: check/onnx_types.load_model)."""
     opset = None
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
             opset = entry.version
-    return _onnx_graph(model.graph, str(path), opset)
+    return _onnx_graph(model.graph, str(source), opset)
 
 
 def _onnx_graph(graph_proto, source, opset):

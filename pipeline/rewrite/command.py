@@ -124,6 +124,7 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
     import onnx
 
     from pipeline.check.checker import check_graph
+    from pipeline.graph.onnx_reader import onnx_model_view
     from pipeline.graph.readers import read_model
     from pipeline.rewrite.engine import ONNXSubject, check_names, run_passes
     from pipeline.rewrite.plan import auto_plan
@@ -136,16 +137,19 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
         names += [n for n in auto_plan(before, kind="onnx") if n not in names]
     check_names(names, "onnx")
     model = _load_onnx(model_path)
+    nodes_before = len(model.graph.node)
     subject = ONNXSubject(model, _onnx_feed(model, samples))
     receipt = run_passes(subject, names, options, tolerance, progress=progress)
     model = subject.model
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".onnx") as tmp:
+        # the view is of the model in memory; the file is there because the ONNX checks read the ModelProto
+        # from the view's source (check/routes.py check_onnx_model, check/patterns.py _onnx_axes)
         onnx.save(model, tmp.name)
-        after = check_graph(read_model(tmp.name), target)
+        after = check_graph(onnx_model_view(model, tmp.name), target)
     summary = {"model": str(model_path), "target": target.name, "passes": receipt,
-               "nodes": {"before": len(onnx.load(str(model_path), load_external_data=False).graph.node), "after": len(model.graph.node)},
+               "nodes": {"before": nodes_before, "after": len(model.graph.node)},
                "check_before": _verdict(before), "check_after": _verdict(after)}
     return model, summary, after
 

@@ -25,6 +25,63 @@ def split_tensor(tensor):
     return tensor, 0
 
 
+def _frozen_graph_def(path):
+    """The GraphDef of a .pb (binary) or .pbtxt (text) file, read once, when pipeline.graph.readers.read_model
+    would view the file as a frozen graph with no function library (tf_reader.read_pb / read_pbtxt: it
+    parses, has nodes); else None, and the caller asks read_model."""
+    from pipeline.graph import proto
+    from pipeline.graph.parsing import looks_like_graph, parse_binary, parse_text, sniff_protobuf
+
+    if path.suffix not in (".pb", ".pbtxt") or path.name in ("saved_model.pb", "saved_model.pbtxt"):
+        return None
+    if not path.is_file():
+        return None
+    kind = sniff_protobuf(path, expected="text" if path.suffix == ".pbtxt" else "binary")
+    if kind == "onnx":
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if kind == "text":
+        try:
+            graph_def, _ = parse_text(proto.GraphDef, data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+        found = graph_def is not None and len(graph_def.node) > 0
+    else:
+        graph_def, _ = parse_binary(proto.GraphDef, data)
+        found = graph_def is not None and looks_like_graph(graph_def)
+    return graph_def if found and not graph_def.library.function else None
+
+
+def _graph_def_after_read_model(path):
+    """Anything else: read_model's one-line error for what is not a readable model, deploy rewrite's for a
+    model that is not a frozen graph; else the file parsed as a GraphDef (a second read, on this rare path)."""
+    from pipeline.graph import proto
+    from pipeline.graph.parsing import sniff_protobuf
+    from pipeline.graph.readers import read_model
+
+    view = read_model(path)
+    what = ("a SavedModel" if path.is_dir() or path.name in ("saved_model.pb", "saved_model.pbtxt")
+            else "a Keras model" if path.suffix.lower() in (".keras", ".h5", ".hdf5")
+            else "a meta graph (a training checkpoint's graph)" if path.suffix.lower() == ".meta"
+            else "an ONNX model (rename it to .onnx to rewrite it as one)" if view.kind == "onnx" else None)
+    if what is not None:
+        raise DeployError("{}: is {}; deploy rewrite takes a frozen graph (.pb, .pbtxt) or an .onnx model: freeze "
+                          "it first (deploy run with model.source: {} and --until freeze, then rewrite the run's "
+                          "freeze/frozen.pb)".format(path, what, path))
+    graph_def = proto.GraphDef()
+    data = path.read_bytes()
+    if sniff_protobuf(path, expected="text" if str(path).endswith(".pbtxt") else "binary") == "text":
+        from google.protobuf import text_format
+
+        text_format.Parse(data.decode("utf-8"), graph_def, allow_unknown_field=True)
+    else:
+        graph_def.ParseFromString(data)
+    return graph_def
+
+
 class TFGraph:
     def __init__(self, graph_def):
         self.graph_def = graph_def
@@ -32,29 +89,10 @@ class TFGraph:
 
     @classmethod
     def load(cls, path):
-        from pipeline.graph import proto
-        from pipeline.graph.readers import read_model
-
-        from pipeline.graph.parsing import sniff_protobuf
-
-        view = read_model(path)  # one-line errors for anything that is not a readable model
         path = Path(path)
-        what = ("a SavedModel" if path.is_dir() or path.name in ("saved_model.pb", "saved_model.pbtxt")
-                else "a Keras model" if path.suffix.lower() in (".keras", ".h5", ".hdf5")
-                else "a meta graph (a training checkpoint's graph)" if path.suffix.lower() == ".meta"
-                else "an ONNX model (rename it to .onnx to rewrite it as one)" if view.kind == "onnx" else None)
-        if what is not None:
-            raise DeployError("{}: is {}; deploy rewrite takes a frozen graph (.pb, .pbtxt) or an .onnx model: freeze "
-                              "it first (deploy run with model.source: {} and --until freeze, then rewrite the run's "
-                              "freeze/frozen.pb)".format(path, what, path))
-        graph_def = proto.GraphDef()
-        data = Path(path).read_bytes()
-        if sniff_protobuf(Path(path), expected="text" if str(path).endswith(".pbtxt") else "binary") == "text":
-            from google.protobuf import text_format
-
-            text_format.Parse(data.decode("utf-8"), graph_def, allow_unknown_field=True)
-        else:
-            graph_def.ParseFromString(data)
+        graph_def = _frozen_graph_def(path)  # a frozen graph file: read and parsed once
+        if graph_def is None:
+            graph_def = _graph_def_after_read_model(path)
         if graph_def.library.function:
             raise DeployError("{}: the graph has a function library; rewrite works on frozen graphs "
                               "(deploy's freeze stage inlines functions)".format(path))

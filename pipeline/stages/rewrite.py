@@ -10,10 +10,11 @@ from pipeline.stages import stage
 def rewrite(ctx):
     """Apply the configured passes (or --auto's), compare outputs after each, check the result."""
     from pipeline.check.report import recommendation
+    from pipeline.data.dataset import image_folder
     from pipeline.rewrite.command import rewrite_model
 
     opts = ctx.options
-    dataset = ctx.config.dataset.path if ctx.config.dataset is not None and ctx.config.dataset.format == "folder" else None
+    dataset = image_folder(ctx.config)
     options = {name: dict(values) for name, values in opts.options.items()}
     if opts.checkpoint:
         options.setdefault("bn_inference", {})["checkpoint"] = opts.checkpoint

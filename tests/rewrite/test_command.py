@@ -1,6 +1,6 @@
 """pipeline/rewrite/command.py over the shared helpers: the checks' images sized by graph/io.image_input (the
 one rule for an NHWC image input), OUT's io.json written by graph/io.write_io_json and read back by graph_io.
-No TensorFlow: the graphs are pipeline.graph.proto GraphDefs."""
+No TensorFlow: the graphs are pipeline.graph.proto GraphDefs and onnx ModelProtos built here."""
 
 import json
 
@@ -47,3 +47,56 @@ def test_the_io_json_beside_the_output_reads_back(tmp_path):
     written = (tmp_path / "fixed.io.json").read_text()
     assert written == json.dumps(io, indent=2, sort_keys=True) + "\n"  # the bytes deploy rewrite always wrote
     assert graph_io(TFGraph.load(out).graph_def, out) == io
+
+
+# ------------------------------------------------------------------------------ ONNX models
+
+
+def _onnx_model(path, opset):
+    """x[1,3,8,8] -> Conv (c) -> c - ReduceMean(c, axes=[0]) at ``opset``. The mean over the batch axis is a
+    finding the check reads from the ModelProto itself (check/patterns.py: _onnx_axes), not from the view."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("ReduceMean", ["c"], ["m"], name="mean", axes=[0], keepdims=1),
+         helper.make_node("Sub", ["c", "m"], ["y"], name="sub")], "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])],
+        [numpy_helper.from_array(np.ones((2, 3, 3, 3), "float32"), "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), str(path))
+    return path
+
+
+def test_onnx_rewrite_checks_the_model_in_memory_and_reads_the_file_no_more(tmp_path, monkeypatch):
+    """read_model once (the check before); onnx.load of the file twice (the check's ModelProto,
+    check/onnx_types.load_model, and the model the passes change), none more for the node count. The check
+    after is of the model in memory and says what a check of that model written to a file says."""
+    import onnx
+
+    import pipeline.graph.readers as readers
+    from pipeline.check.checker import check_graph
+    from pipeline.rewrite.command import rewrite_onnx
+    from pipeline.targets import load_target
+
+    source = _onnx_model(tmp_path / "m15.onnx", opset=15)
+    target = load_target("jetson_tx2")
+    calls = {"read_model": [], "onnx.load": []}
+    read_model, load = readers.read_model, onnx.load
+    monkeypatch.setattr(readers, "read_model", lambda path, *a, **kw: calls["read_model"].append(str(path)) or
+                        read_model(path, *a, **kw))
+    monkeypatch.setattr(onnx, "load", lambda path, *a, **kw: calls["onnx.load"].append(str(path)) or
+                        load(path, *a, **kw))
+    model, summary, after = rewrite_onnx(source, target, ["lower_opset"])
+    assert calls["read_model"] == [str(source)] and calls["onnx.load"].count(str(source)) == 2
+    monkeypatch.undo()
+    assert summary["nodes"] == {"before": 3, "after": len(model.graph.node)}
+    assert [p["pass"] for p in summary["passes"]] == ["lower_opset"] and model.opset_import[0].version == 13
+    assert summary["check_before"]["blockers"]["onnx"] == 1 and summary["check_after"]["blockers"]["onnx"] == 0
+    written = tmp_path / "written.onnx"
+    onnx.save(model, str(written))
+    again = check_graph(readers.read_model(written), target)
+    assert after.to_dict()["routes"] == again.to_dict()["routes"]
+    assert [f.nodes for f in after.route("onnx").accepted_but_wrong] == [["mean"]]  # read from the ModelProto
