@@ -307,3 +307,17 @@ def test_check_routes_are_the_targets_routes():
             "print(CheckOptions(routes=['new_route', 'onnx']).routes)\n")
     res = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout == "['new_route', 'onnx']\n", res.stderr
+
+
+def test_the_routes_deploy_run_takes_have_one_home():
+    """stages.convert.format's choices, the check's verdict routes and the engine's auto route all read
+    targets.device.RUNNABLE_ROUTES."""
+    from pipeline.check import findings
+    from pipeline.config.schema import ConvertOptions
+    from pipeline.device.engine import choose_route
+    from pipeline.targets.device import ROUTES, RUNNABLE_ROUTES
+
+    assert findings.RUNNABLE_ROUTES is RUNNABLE_ROUTES and set(RUNNABLE_ROUTES) < set(ROUTES)
+    schema = ConvertOptions.model_json_schema()["properties"]["format"]
+    assert schema["enum"] == list(RUNNABLE_ROUTES) + ["auto"]
+    assert choose_route("auto", "tftrt", ROUTES) == "onnx" and choose_route("auto", "uff", ROUTES) == "uff"

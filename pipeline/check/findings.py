@@ -3,13 +3,14 @@
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+from pipeline.targets.device import RUNNABLE_ROUTES
+
 SEVERITIES = ("blocker", "warning", "info")
 # Routes in order of preference when several have no blocker.
 ROUTE_PREFERENCE = ("onnx", "uff", "tftrt")
-# The routes `deploy run` can take to an engine (stages.convert.format: onnx or uff, see
-# pipeline/config/schema.py). Only these give the verdict and the recommended route; TF-TRT keeps
-# part of the model in TensorFlow on the board and deploy run has no stage for it: information only.
-RUNNABLE_ROUTES = ("onnx", "uff")
+# The routes `deploy run` can take to an engine (targets.device.RUNNABLE_ROUTES, the choices of
+# stages.convert.format). Only these give the verdict and the recommended route; TF-TRT keeps part of
+# the model in TensorFlow on the board and deploy run has no stage for it: information only.
 # RouteResult.basis: how the onnx route of a TensorFlow graph was judged
 CONVERTED = "converted"  # tf2onnx ran (in a subprocess, on the screened graph); its ONNX model was checked
 PREDICTED = "predicted"  # from the tf2onnx table: "predicted, tf2onnx not run"

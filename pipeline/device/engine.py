@@ -225,7 +225,9 @@ def choose_route(fmt, recommended, routes):
     check recommended) when it is uff or onnx and the target has it, else onnx."""
     if fmt != "auto":
         return fmt
-    if recommended in ("uff", "onnx") and recommended in routes:
+    from pipeline.targets.device import RUNNABLE_ROUTES
+
+    if recommended in RUNNABLE_ROUTES and recommended in routes:
         return recommended
     return "onnx"
 

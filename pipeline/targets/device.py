@@ -25,6 +25,7 @@ from pipeline.errors import DeployError
 
 PRECISIONS = ("fp32", "fp16", "int8")
 ROUTES = ("uff", "onnx", "tftrt")  # UFF parser, ONNX parser, TF-TRT
+RUNNABLE_ROUTES = ("onnx", "uff")  # the routes deploy run builds an engine from (stages.convert.format)
 # Keys of op_tables: the routes, and dla (the layers TensorRT places on DLA cores).
 OP_TABLE_KEYS = ROUTES + ("dla",)
 RUNTIMES = ("tensorrt", "onnxruntime")
