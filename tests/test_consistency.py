@@ -103,6 +103,39 @@ def test_fixed_batch_dimension_is_a_deploy_error():
         batch_consistency(fake(lambda x: x, shape=(1, 8, 8, 3)), IMAGES)
 
 
+@pytest.mark.parametrize("shape, images", [
+    ((None, 8, 6, 3), (2, 8, 6, 3)),
+    ((None, 3, 8, 6), (2, 3, 8, 6)),  # channels first (an ONNX export of a PyTorch model): fed NCHW
+    ((None, 1, 8, 6), (2, 1, 8, 6)),
+    ((None, 8, 6, None), (2, 8, 6, 3)),  # a dynamic channel count is fed RGB
+    ((None, 3, 3, 3), (2, 3, 3, 3)),
+])
+def test_sample_images_follow_graph_io_image_input(shape, images, monkeypatch):
+    """The image size comes from pipeline.graph.io's one rule (image_input on the shape read as NHWC,
+    channels_first for the layout); the rule consistency kept beside it gave these same images."""
+    from pipeline.numeric import consistency
+
+    seen, real = [], consistency.image_input
+    monkeypatch.setattr(consistency, "image_input", lambda inputs: seen.append(inputs) or real(inputs))
+    pixels, source = consistency._images(shape, 2, None, 0)
+    assert pixels.shape == images and source == "random pixels, seed 0: no --dataset given" and len(seen) == 1
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((None, 8, 8), r"input has shape \[None, 8, 8\]; consistency needs an image input \[N, H, W, C\]"),
+    (None, r"input has shape None; consistency needs an image input"),
+    ((None, 8, None, 3), r"input has a dynamic height/width \(shape \[None, 8, None, 3\]\)"),
+    ((None, 3, None, 8), r"dynamic height/width"),
+    # new: a zero height is refused here instead of running the model on empty images
+    ((None, 0, 8, 3), r"input has shape \[None, 0, 8, 3\]; consistency needs an image input \[N, H, W, C\] of pos"),
+])
+def test_inputs_that_are_not_fixed_size_images_are_deploy_errors(shape, message):
+    from pipeline.numeric import consistency
+
+    with pytest.raises(DeployError, match=message):
+        consistency._images(shape, 2, None, 0)
+
+
 def test_output_without_batch_dimension_is_not_compared():
     b = FakeSession((None, 8, 8, 3), ["per_sample", "scalar"], lambda x: [x.mean(axis=(1, 2, 3)), np.float32(x.mean())])
     report = batch_consistency(b, IMAGES[:2], batch_sizes=(2,))

@@ -4,6 +4,7 @@
     model = to_onnx(graph_def, io, opset)                      # tf2onnx, every op it cannot convert named
     size = image_size(io, frozen_graph)                        # (height, width) of the one NHWC image input
     comparison = compare_with_tf(graph_def, io, onnx_path, images, source=..., tolerance=1e-4)
+    comparison["within_tolerance"]                             # max abs diff <= 1e-4 (numeric.compare_runs)
 
 The convert stage (``pipeline.stages.convert``) turns the config into these values and writes
 model.onnx and comparison.json; ``deploy check``'s conversion probe uses ``to_onnx`` too.
@@ -94,15 +95,16 @@ def image_size(io, frozen_graph):
 def compare_with_tf(graph_def, io, onnx_path, images, *, source, tolerance, frozen_graph="the frozen graph"):
     """Run the frozen graph (TensorFlow) and the ONNX model at ``onnx_path`` (ONNX Runtime) on ``images``
     (``source`` says where they came from) through ``pipeline.numeric.compare_runs``: comparison.json's
-    content. Non-finite outputs fail (NaN would pass every ``>`` against ``tolerance``)."""
+    content, with the verdict ``within_tolerance``. ``tolerance`` is stages.convert.tolerance, a max abs
+    difference: compared as atol with rtol 0. Non-finite outputs fail (NaN in both runs counts as the
+    same, so a model that computes NaN would pass)."""
     from pipeline.backends import load_onnx
     from pipeline.backends.tensorflow import TensorFlowSession
-    from pipeline.numeric import compare_runs, tolerance as precision_tolerance
+    from pipeline.numeric import compare_runs
 
     reference = TensorFlowSession(graph_def, io, source=frozen_graph)
     session = load_onnx(onnx_path)
-    atol, rtol = precision_tolerance("fp32")
-    found = compare_runs(reference, session, images, atol, rtol, batch=max(1, len(images)))
+    found = compare_runs(reference, session, images, tolerance, 0.0, batch=max(1, len(images)))
     if not found["finite"]:
         raise StageFailed("ONNX Runtime or TensorFlow gave non-finite outputs on {} (max abs diff {}): the model "
                           "computes NaN or inf there; check its weights and inputs".format(
@@ -113,5 +115,6 @@ def compare_with_tf(graph_def, io, onnx_path, images, *, source, tolerance, froz
         "tolerance": tolerance,
         "outputs": found["outputs"],
         "max_abs_diff": found["max_abs_diff"],
+        "within_tolerance": found["within_tolerance"],
         "runtimes": {"reference": "tensorflow", "candidate": session.label},
     }

@@ -3,6 +3,7 @@
     io = graph_io(graph_def, "frozen.pb")   # {"inputs": [{name, tensor, dtype, shape}], "outputs": [{name, tensor}]}
     io = graph_io(graph_def, path, outputs=["logits"])
     image_input(io["inputs"])               # ("input", 224, 224, 3): the model's one NHWC image input, or None
+    channels_first((None, 3, 224, 224))     # True: a rank-4 shape that reads as [N, C, H, W]
 
 The rule, in order:
 1. ``outputs`` given (``--outputs``): those nodes are the outputs; inputs as below.
@@ -131,3 +132,10 @@ def image_input(inputs):
     if not all(isinstance(d, int) and d > 0 for d in (height, width, channels)):
         return None
     return name, height, width, channels
+
+
+def channels_first(shape):
+    """True when a rank-4 ``shape`` reads as [N, C, H, W]: its last dimension is not a channel count (1, 3
+    or 4) and its second is. A guess, for models that do not say (an ONNX export of a PyTorch model):
+    [N, 3, 3, 3] reads as NHWC. Reorder a channels-first shape to NHWC before ``image_input``'s rule."""
+    return shape is not None and len(shape) == 4 and shape[3] not in (1, 3, 4) and shape[1] in (1, 3, 4)

@@ -1,12 +1,18 @@
 """Comparing outputs: one rule for "the same within tolerance", used by batch consistency, the
-first-divergence search, the convert stage's comparison and the benchmark's accuracy check.
+first-divergence search, the convert stage's comparison, rewrite's per-pass check and the benchmark's
+accuracy check.
 
     compare_runs(reference, candidate, images, atol, rtol) -> per-output max/mean |diff|, finite, top-1
     compare_outputs(reference, candidate, images, "fp16") -> the benchmark's accuracy report
+    compare_arrays(outputs_a, outputs_b, atol, rtol) -> one run's outputs against another's (the verdict)
 
     diff(ref, got, atol, rtol) -> (max abs diff, max rel diff, any element over atol + rtol * |ref|)
-    max_abs_diff(outputs_a, outputs_b) -> the largest |a - b| over lists of output arrays
     tolerance("fp16") -> (atol, rtol) for outputs computed at that precision
+
+``compare_outputs`` is ``compare_runs`` at a precision's tolerance; ``compare_runs`` judges each batch
+with ``compare_arrays``, which applies ``diff`` to each output. A check whose config gives one
+absolute tolerance ("max abs difference", stages.convert.tolerance, stages.rewrite.tolerance) passes
+it as atol with rtol 0.
 """
 
 # "The same within tolerance" per precision a model runs at: |got - ref| <= atol + rtol * |ref|,
@@ -57,19 +63,39 @@ def batched(alone, batched, size):
         and alone.shape[1:] == batched.shape[1:]
 
 
-def max_abs_diff(a, b):
-    """The largest element-wise |a - b| over two lists of output arrays (rewrite's per-pass check)."""
+def compare_arrays(reference, candidate, atol, rtol):
+    """Two runs' outputs (lists of arrays, in the same order) under ``diff``'s rule: per output its max
+    |ref - got| (inf when the shapes differ), the sum and count of |ref - got| (for a mean) and whether
+    every value of both is finite; overall the max and whether every element is within
+    atol + rtol * |ref|. The verdict of "the same outputs" for every comparison: ``compare_runs`` per
+    batch, rewrite's per-pass check on the outputs before and after a pass."""
     import numpy as np
 
-    return max((float(np.max(np.abs(np.asarray(x, "float64") - np.asarray(y, "float64")))) if np.size(x) else 0.0
-                for x, y in zip(a, b)), default=0.0)
+    outputs, within = [], True
+    for ref, got in zip(reference, candidate):
+        ref, got = np.asarray(ref), np.asarray(got)
+        numeric = ref.dtype.kind in "biuf" and got.dtype.kind in "biuf"
+        is_finite = not numeric or bool(np.isfinite(ref).all() and np.isfinite(got).all())
+        if ref.shape != got.shape:
+            outputs.append({"max_abs_diff": float("inf"), "sum_abs_diff": float("inf"), "size": 0, "finite": is_finite})
+            within = False
+            continue
+        worst, _, over = diff(ref, got, atol, rtol)
+        total, size = 0.0, 0
+        if numeric and ref.size:
+            total, size = float(np.abs(ref.astype(np.float64) - got.astype(np.float64)).sum()), int(ref.size)
+        outputs.append({"max_abs_diff": worst, "sum_abs_diff": total, "size": size, "finite": is_finite})
+        within = within and not over
+    return {"outputs": outputs, "max_abs_diff": max((o["max_abs_diff"] for o in outputs), default=0.0),
+            "within_tolerance": within, "finite": all(o["finite"] for o in outputs)}
 
 
 def compare_runs(reference, candidate, images, atol, rtol, batch=8):
     """Run ``reference`` and ``candidate`` (sessions: ``inputs``, ``output_names``, ``run``) on ``images``, each
     fed through its own first input, in batches of ``batch``; per output the max and mean |ref - got|
-    (``diff``'s rule), whether all are within atol + rtol * |ref|, whether every output value of both runs is
-    finite, and the first output's top-1 agreement (agreeing, total) when it is (batch, classes). The one
+    (``compare_arrays`` on each batch), whether all are within atol + rtol * |ref|, whether every output
+    value of both runs is finite, and the first output's top-1 agreement (agreeing, total) when it is
+    (batch, classes). The one
     comparison of two runtimes' outputs (convert: TensorFlow vs ONNX Runtime; benchmark: engine vs ONNX Runtime)."""
     import numpy as np
 
@@ -80,18 +106,11 @@ def compare_runs(reference, candidate, images, atol, rtol, batch=8):
     for start in range(0, len(images), batch):
         chunk = np.asarray(images[start:start + batch], dtype=np.float32)
         ref, got = reference.run({ref_name: chunk}), candidate.run({got_name: chunk})
-        for i, (r, g) in enumerate(zip(ref, got)):
-            r, g = np.asarray(r), np.asarray(g)
-            numeric = r.dtype.kind in "biuf" and g.dtype.kind in "biuf"
-            finite_all = finite_all and (not numeric or bool(np.isfinite(r).all() and np.isfinite(g).all()))
-            if r.shape != g.shape:
-                worst[i], sums[i], within = float("inf"), float("inf"), False
-                continue
-            d, _, over = diff(r, g, atol, rtol)
-            worst[i], within = max(worst[i], d), within and not over
-            if numeric and r.size:
-                sums[i] += float(np.abs(r.astype(np.float64) - g.astype(np.float64)).sum())
-                sizes[i] += r.size
+        found = compare_arrays(ref, got, atol, rtol)
+        within, finite_all = within and found["within_tolerance"], finite_all and found["finite"]
+        for i, o in enumerate(found["outputs"]):
+            worst[i] = max(worst[i], o["max_abs_diff"])
+            sums[i], sizes[i] = sums[i] + o["sum_abs_diff"], sizes[i] + o["size"]
         first_r, first_g = np.asarray(ref[0]), np.asarray(got[0])
         if first_r.ndim == 2 and first_r.shape == first_g.shape and first_r.shape[1] > 1:
             agree += int((first_r.argmax(1) == first_g.argmax(1)).sum())

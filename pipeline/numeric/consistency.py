@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from pipeline.errors import DeployError, StageFailed
+from pipeline.graph.io import channels_first, image_input
 from pipeline.numeric import ATOL, RTOL, batched, diff, finite
 from pipeline.numeric.divergence import Divergence, divergences
 
@@ -297,16 +298,24 @@ def format_report(report):
 
 
 def _images(shape, samples, dataset, seed):
-    """``samples`` images for an [N, H, W, C] (or [N, C, H, W]) input, from ``dataset`` or seeded random pixels."""
+    """``samples`` images for an [N, H, W, C] (or [N, C, H, W]) input, from ``dataset`` or seeded random pixels.
+    ``pipeline.graph.io``'s rules: ``channels_first`` tells the layout, ``image_input`` the fixed image
+    size; a dynamic channel count is fed 3 (RGB)."""
     if shape is None or len(shape) != 4:
         raise DeployError("input has shape {}; consistency needs an image input [N, H, W, C]".format(_shape(shape)))
-    nchw = shape[3] not in (1, 3, 4) and shape[1] in (1, 3, 4)
-    h, w, c = (shape[2], shape[3], shape[1]) if nchw else shape[1:]
+    shape = _shape(shape)
+    nchw = channels_first(shape)
+    n, h, w, c = (shape[0], shape[2], shape[3], shape[1]) if nchw else tuple(shape)
     if h is None or w is None:
         raise DeployError("input has a dynamic height/width (shape {}); give the model a fixed image size".format(_shape(shape)))
+    image = image_input([("input", (n, h, w, c or 3))])
+    if image is None:
+        raise DeployError("input has shape {}; consistency needs an image input [N, H, W, C] of positive "
+                          "sizes".format(_shape(shape)))
     from pipeline.data.samples import sample_images
 
-    pixels, source = sample_images(dataset, samples, (h, w), seed, channels=c or 3)
+    _, h, w, c = image
+    pixels, source = sample_images(dataset, samples, (h, w), seed, channels=c)
     if dataset is None:
         source += ": no --dataset given"
     return (pixels.transpose(0, 3, 1, 2) if nchw else pixels), source

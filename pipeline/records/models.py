@@ -261,6 +261,7 @@ class Conversion(File):
     HINT = "run the stage again: deploy run --force convert"
     max_abs_diff: Optional[Time0] = None
     tolerance: Optional[Time] = None
+    within_tolerance: Optional[Bool] = None  # the verdict: numeric.compare_runs at atol=tolerance, rtol 0
     samples: Optional[PositiveInt] = None
     inputs: Optional[Str] = None
     outputs: Optional[Dict[str, Obj]] = None

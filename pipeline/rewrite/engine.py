@@ -15,14 +15,16 @@ After each pass that changed something the outputs are compared on those inputs:
   promise: two runs give the same outputs, and a sample's output alone equals its output inside a
   batch. An ONNX pass that changes behaviour (a new input type, a TensorRT plugin ONNX Runtime
   cannot run) is not compared (``subject.compares_changes`` is False).
-A pass that fails its comparison fails the rewrite (StageFailed); nothing is written.
+A pass that fails its comparison fails the rewrite (StageFailed); nothing is written. The comparison
+is ``pipeline.numeric.compare_arrays`` with the tolerance as atol and rtol 0 (stages.rewrite.tolerance
+is a max abs difference); outputs that are not finite (NaN, inf) before or after a pass fail it too.
 """
 
 import difflib
 from collections import Counter
 
+from pipeline import numeric
 from pipeline.errors import DeployError, StageFailed
-from pipeline.numeric import max_abs_diff
 from pipeline.rewrite import KINDS, registry
 
 
@@ -163,25 +165,28 @@ def format_delta(delta):
 def _compare(name, p, subject, before, ref_outputs, tolerance):
     after = subject.run()
     if not p.changes_behaviour:
-        diff = max_abs_diff(before, after)
-        result = {"against": "the {} before the pass".format("graph" if subject.kind == "tf" else "model"),
-                  "max_abs_diff": diff, "tolerance": tolerance}
+        against = "the {} before the pass".format("graph" if subject.kind == "tf" else "model")
+        pairs = [(before, after)]
     elif ref_outputs is not None:
-        diff = max_abs_diff(ref_outputs, after)
-        result = {"against": "the inference-mode reference", "max_abs_diff": diff, "tolerance": tolerance}
+        against, pairs = "the inference-mode reference", [(ref_outputs, after)]
     else:
         import numpy as np
 
         again = subject.run(fresh=True)
         alone = [subject.run(batch=subject.samples[i:i + 1]) for i in range(len(subject.samples))]
         stacked = [np.concatenate([a[k] for a in alone]) for k in range(len(after))]
-        diff = max(max_abs_diff(after, again), max_abs_diff(after, stacked))
-        result = {"against": "determinism and batch independence (no reference given)", "max_abs_diff": diff,
-                  "tolerance": tolerance}
-    result["passed"] = diff <= tolerance
+        against, pairs = "determinism and batch independence (no reference given)", [(after, again), (after, stacked)]
+    found = [numeric.compare_arrays(ref, got, tolerance, 0.0) for ref, got in pairs]
+    if not all(f["finite"] for f in found):
+        raise StageFailed("rewrite pass {}: the outputs compared against {} are not finite (NaN or inf), so deploy "
+                          "cannot tell whether the pass changed them; check the model's weights and sample "
+                          "inputs".format(name, against))
+    diff = max(f["max_abs_diff"] for f in found)
+    result = {"against": against, "max_abs_diff": diff, "tolerance": tolerance,
+              "passed": all(f["within_tolerance"] for f in found)}
     if not result["passed"]:
         raise StageFailed("rewrite pass {} changed the outputs: max abs diff {:.3g} against {} (> tolerance {:g})".format(
-            name, diff, result["against"], tolerance))
+            name, diff, against, tolerance))
     return result
 
 

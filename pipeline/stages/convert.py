@@ -44,12 +44,12 @@ def convert(ctx):
     images, source = dataset_samples(ctx.config, ctx.options.compare_samples, image_size(io, frozen))
     comparison = compare_with_tf(graph_def, io, ctx.output("onnx"), images, source=source,
                                  tolerance=ctx.options.tolerance, frozen_graph=frozen)
-    if comparison["max_abs_diff"] > ctx.options.tolerance:
+    if not comparison["within_tolerance"]:
         from pipeline.tf.mismatch import explain_mismatch
 
         comparison["why"] = explain_mismatch(frozen, graph_def, io, model, images, ctx.options.tolerance)
     records.write(ctx.output("comparison"), comparison, "conversion")
-    if comparison["max_abs_diff"] > ctx.options.tolerance:
+    if not comparison["within_tolerance"]:
         raise StageFailed(
             "ONNX Runtime and TensorFlow outputs differ by {:.3g} (> stages.convert.tolerance {:g}) on {}{}".format(
                 comparison["max_abs_diff"], ctx.options.tolerance, comparison["inputs"],
