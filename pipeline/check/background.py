@@ -34,11 +34,15 @@ def worth_forking(nodes):
 
     if threading.active_count() > 1:
         return False
+    return usable_cpus() >= 2
+
+
+def usable_cpus():
+    """The CPUs this process may run on (its affinity where the OS says, else the machine's count)."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return cpus >= 2
+        return os.cpu_count() or 1
 
 
 def memory_allows(nbytes):

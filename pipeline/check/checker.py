@@ -193,9 +193,6 @@ def custom_ops(graph, known_plugins, index=None):
     if graph.kind != "tensorflow":
         return {}
     _, registered = patterns.tensorflow_ops()
-    ops = index.by_op if index is not None else {node.op for node in graph.nodes.values()}
-    if not any(op not in registered and op not in known_plugins for op in ops):
-        return {}
     return dict((index or OpIndex(graph)).grouped(lambda op: op not in registered and op not in known_plugins))
 
 

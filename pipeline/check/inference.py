@@ -97,9 +97,7 @@ def unsafe_op_findings(graph, index=None):
         if node.op == "PrintV2":
             why = policy.refusal(node.op, {"output_stream": node.attrs.get("output_stream")})
         else:
-            if node.op not in verdicts:
-                verdicts[node.op] = policy.refusal(node.op)
-            why = verdicts[node.op]
+            why = verdicts[node.op]  # may_act asked it
         if why and node.op in policy.registered and not (expected_variables and why.startswith("reads or writes a variable")):
             found.setdefault((node.op, why), []).append(node.name)
     return [Finding("warning", "all", "acts_outside_graph", op, names,

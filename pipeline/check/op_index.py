@@ -54,12 +54,10 @@ class OpIndex:
         """[(key, [names])] sorted by the file position of each group's first name (stable)."""
         if len(groups) < 2:
             return groups
-        if self._positions is None:
-            self._positions = {name: i for i, name in enumerate(self.graph.nodes)}
-        position = self._positions
-        return sorted(groups, key=lambda group: position[group[1][0]])
+        return sorted(groups, key=lambda group: self.position(group[1][0]))
 
     def position(self, name):
+        """``name``'s index in the file (the positions are built on the first call)."""
         if self._positions is None:
             self._positions = {n: i for i, n in enumerate(self.graph.nodes)}
         return self._positions[name]

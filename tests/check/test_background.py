@@ -20,11 +20,9 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 from graph_read import write_frozen  # noqa: E402
 
 
-def _cpus():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+# where the check forks: os.fork and two CPUs (the machine's side of background.worth_forking)
+forks = pytest.mark.skipif(not hasattr(os, "fork") or background.usable_cpus() < 2,
+                           reason="forks only with os.fork and two CPUs")
 
 
 def _in_fresh_python(code):
@@ -35,7 +33,7 @@ def _in_fresh_python(code):
     return json.loads(res.stdout.decode().strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not hasattr(os, "fork") or _cpus() < 2, reason="forks only with os.fork and two CPUs")
+@forks
 def test_big_work_runs_in_a_child_and_comes_back_the_same():
     out = _in_fresh_python(
         "import json, os\n"
@@ -69,7 +67,7 @@ def test_no_fork_when_switched_off_or_tensorflow_or_threads_are_there(monkeypatc
         thread.join()
 
 
-@pytest.mark.skipif(not hasattr(os, "fork") or _cpus() < 2, reason="forks only with os.fork and two CPUs")
+@forks
 def test_a_failing_child_is_computed_again_here_and_its_error_raised_here():
     out = _in_fresh_python(
         "import json, os\n"
@@ -91,7 +89,7 @@ def test_a_failing_child_is_computed_again_here_and_its_error_raised_here():
     assert out == {"answer": "here", "error": "node x: no such input"}
 
 
-@pytest.mark.skipif(not hasattr(os, "fork") or _cpus() < 2, reason="forks only with os.fork and two CPUs")
+@forks
 def test_close_without_a_result_leaves_no_child_behind():
     out = _in_fresh_python(
         "import json, os, time\n"
@@ -191,7 +189,7 @@ def test_a_second_reading_needs_the_memory_for_it(tmp_path, monkeypatch):
     assert start_file_flops(tmp_path / "model.onnx") is None
 
 
-@pytest.mark.skipif(not hasattr(os, "fork") or _cpus() < 2, reason="forks only with os.fork and two CPUs")
+@forks
 def test_a_child_that_cannot_read_the_file_gives_way_to_the_checks_own_reading(tmp_path):
     """A broken big .pb: the child's second reading fails, answers nothing, and is never repeated in the
     parent; the user gets the reader's one-line error, once, from the parent's own reading."""
