@@ -3,9 +3,10 @@
 The TF-TRT share of a 200,000-node graph is about a second of pure Python that needs nothing else
 the check computes; on a machine with a free core it runs while the other routes are checked:
 
-    pending = start(tftrt_share, graph, supported, skip)   # forked when it pays, else computed now
-    share = pending.result()                               # the same value either way
-    pending.close()                                        # (in a finally) never leaves a child behind
+    pending = start(conv_flops, graph, nodes=len(graph.nodes))   # forked when it pays, else computed now
+    flops = pending.result()                                     # the same value either way
+    pending.close()                                              # (in a finally) never leaves a child behind
+    child = fork(work, path)       # a child or None: for work only worth doing beside the caller's
 
 It forks only where that is safe and useful: ``os.fork`` exists, at least two CPUs are this process's
 to use, no other thread runs (a forked copy of a thread pool, TensorFlow's above all, can deadlock),
@@ -26,9 +27,12 @@ ENV = "DEPLOY_CHECK_FORK"
 
 def worth_forking(nodes):
     """Whether ``start`` would fork for a graph of ``nodes`` nodes on this machine, now."""
-    if nodes < MIN_NODES or not hasattr(os, "fork") or os.environ.get(ENV, "1") == "0":
-        return False
-    if "tensorflow" in sys.modules:
+    return nodes >= MIN_NODES and can_fork()
+
+
+def can_fork():
+    """Whether forking is safe and useful in this process, now (see the module's doc)."""
+    if not hasattr(os, "fork") or os.environ.get(ENV, "1") == "0" or "tensorflow" in sys.modules:
         return False
     import threading
 
@@ -62,18 +66,24 @@ _RECOMPUTE = object()
 
 
 def start(func, *args, nodes=0, on_failure=_RECOMPUTE):
-    """``func(*args)`` in a forked child when ``worth_forking(nodes)``, else right now. A child that
+    """``func(*args)`` in a forked child when ``worth_forking(nodes)``, else right now (see ``fork``)."""
+    child = fork(func, *args, on_failure=on_failure) if nodes >= MIN_NODES else None
+    return child if child is not None else _Done(func(*args))
+
+
+def fork(func, *args, on_failure=_RECOMPUTE):
+    """``func(*args)`` in a forked child when ``can_fork()``, else None (nothing computed). A child that
     fails is computed again here, or answers ``on_failure`` when given (a value the caller can do
     without: check_model's second reading of a file is never repeated here)."""
-    if not worth_forking(nodes):
-        return _Done(func(*args))
+    if not can_fork():
+        return None
     read_fd, write_fd = os.pipe()
     try:
         pid = os.fork()
     except OSError:
         os.close(read_fd)
         os.close(write_fd)
-        return _Done(func(*args))
+        return None
     if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
         import gc
 

@@ -53,9 +53,9 @@ def check_graph(graph, target, routes=None, convert=False, convert_timeout=None,
 def start_file_flops(path, signature="serving_default"):
     """The TF-TRT share's compute half of a big frozen graph file (each conv's FLOPs), under way in a
     child that reads the file itself while this process loads the target and reads it too
-    (pipeline.check.background): before any target is known, as the plugin names it needs are every
-    target's. None when it does not pay (not a big .pb/.pbtxt file) or the memory for a second copy of
-    the graph is not there; the child answers None for a
+    (pipeline.check.background): it needs no target, so it can start before one is loaded. None when
+    it does not pay (not a big .pb/.pbtxt file, no child to be had) or the memory for a second copy of
+    the graph is not there: the file is never read twice in one process. The child answers None for a
     graph that is not a frozen TensorFlow graph, and check_tftrt then computes it here. Give it to
     check_model (``flops=``), or ``close()`` it."""
     import os
@@ -66,10 +66,9 @@ def start_file_flops(path, signature="serving_default"):
     if not path.lower().endswith((".pb", ".pbtxt")) or not os.path.isfile(path):
         return None
     size = os.path.getsize(path)
-    if size < background.EARLY_BYTES or not background.worth_forking(background.MIN_NODES) or \
-            not background.memory_allows(background.EARLY_MEMORY * size):
-        return None  # never read twice in one process: the share is then computed from the check's graph
-    return background.start(_file_flops, path, signature, nodes=background.MIN_NODES, on_failure=None)
+    if size < background.EARLY_BYTES or not background.memory_allows(background.EARLY_MEMORY * size):
+        return None
+    return background.fork(_file_flops, path, signature, on_failure=None)
 
 
 def _file_flops(path, signature):
