@@ -537,6 +537,11 @@ def stack(monkeypatch):
     monkeypatch.setattr(sys, "meta_path", [finder] + sys.meta_path)
     open_engines = getattr(trt_runtime, "_OPEN", None)
 
+    from pipeline.device.agent import cudart_ctypes
+
+    # the default binding (libcudart through ctypes) is absent here, whatever the machine has: the stand-ins run
+    monkeypatch.setattr(cudart_ctypes, "load", lambda: (None, "no libcudart (stand-ins only)"))
+
     def install(binding, fail_init=None, sleep_s=0.0):
         for name in [n for n in sys.modules if n.split(".")[0] in ("pycuda", "cuda", "tensorrt")]:
             monkeypatch.delitem(sys.modules, name)
@@ -737,7 +742,8 @@ def test_binding_info_creates_no_context(stack):
     assert world.calls == []
     stack("none")
     info = cuda_module.binding_info()
-    assert info["binding"] is None and "neither pycuda nor cuda-python is installed" in info["problem"]
+    assert info["binding"] is None
+    assert "no libcudart" in info["problem"] and "pycuda and cuda-python are not installed" in info["problem"]
 
 
 # -- D7: page-locked buffers both ways, wall-clock latency, a back-to-back loop ----------------------------

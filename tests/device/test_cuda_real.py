@@ -1,8 +1,10 @@
 """The agent's CUDA layer (pipeline/device/agent/cuda.py) on a real NVIDIA GPU, without TensorRT
 (``pytest -m cuda``): page-locked and device allocations, copies both ways with their values, streams,
 events and their timing, the context in the order the engine uses it, memory given back when a shape set
-is released, teardown. Once per binding present: cuda-python through the agent's own import logic
-(``cuda.bindings.runtime``, 12.6+/13.x; ``cuda.cudart``, 12.x) and pycuda.
+is released, teardown. Once per binding present: the CUDA runtime library through ctypes (``libcudart``, the
+agent's default: found where JetPack and the CUDA toolkit put it, or pip's nvidia-cuda-runtime wheel, or
+``$DEPLOY_LIBCUDART``), cuda-python through the agent's own import logic (``cuda.bindings.runtime``,
+12.6+/13.x; ``cuda.cudart``, 12.x) and pycuda.
 
 Runs with nothing installed but Python, numpy, pytest and a CUDA binding, straight from a checkout:
 it imports only ``pipeline.device.agent.cuda`` (whose packages import the standard library alone).
@@ -28,7 +30,7 @@ from pipeline.device.agent import cuda as cuda_layer  # noqa: E402
 pytestmark = pytest.mark.cuda
 
 MiB = 1 << 20
-ROUTES = ["cuda-python", "cuda-python:cuda.cudart", "pycuda"]
+ROUTES = ["libcudart", "cuda-python", "cuda-python:cuda.cudart", "pycuda"]
 
 
 _FOUND = []
@@ -66,7 +68,7 @@ def _binding_device_count(binding):
 
             driver.init()
             return int(driver.Device.count())
-        cudart = cuda_layer._load_cudart()[0]
+        cudart = cuda_layer.choose(binding)[1]  # the agent's own lookup (N12: it lives in cuda_binding)
         error, count = cudart.cudaGetDeviceCount()
         return int(count) if int(error) == 0 else 0
     except Exception:

@@ -210,6 +210,7 @@ def test_the_probe_says_which_cuda_binding_and_what_to_install(tmp_path, monkeyp
     """cuda-python 13 (no cuda.cudart; built for CUDA 13) on a CUDA 12.6 machine: the probe names the version
     and says to install cuda-python<13."""
     _desktop(tmp_path, monkeypatch)
+    monkeypatch.setenv("DEPLOY_LIBCUDART", str(tmp_path / "no-libcudart.so"))  # past the default binding
     _fake_module(tmp_path, monkeypatch, {
         "cuda/bindings/__init__.py": "__version__ = '13.0.1'\n", "cuda/bindings/runtime.py": "",
         "cuda_bindings-13.0.1.dist-info/METADATA": "Name: cuda-bindings\nVersion: 13.0.1\n",
@@ -239,7 +240,8 @@ def test_the_binding_lookup_without_binding_info_imports_nothing(tmp_path, monke
     assert agent_probe._binding_problem(dict(found, version="13.0.1"), "12.6", "/usr/bin/python3") == (
         "cuda-python 13.0.1 is built for CUDA 13, this machine has CUDA 12.6: pip3 install 'cuda-python>=12,<13' "
         "(CUDA 12.x)")
-    assert "pip3 install pycuda" in agent_probe._binding_problem({"binding": None}, "10.2", "/usr/bin/python3")
+    missing = agent_probe._binding_problem({"binding": None}, "10.2", "/usr/bin/python3")
+    assert "libcudart" in missing and "DEPLOY_LIBCUDART" in missing and "optional instead: pip3 install pycuda" in missing
 
 
 def test_children_of_the_probe_never_read_the_agents_stdin(tx2, tmp_path):

@@ -14,11 +14,18 @@ them and points fd 1 (and ``sys.stdout``) at stderr. Whatever a library prints -
 logger, CUDA) or a child process -- lands on stderr, never in the answer stream the host reads.
 """
 
-import json
 import os
-import sys
+import platform
 
-from . import AgentError, commands
+# Before anything imports numpy: numpy 1.19.5's aarch64 wheel bundles an OpenBLAS whose CPU detection dies
+# with SIGILL on Jetson (TX2, Nano: numpy/numpy#18131); ARMV8 skips the detection. A value the user set wins.
+if platform.machine() == "aarch64":
+    os.environ.setdefault("OPENBLAS_CORETYPE", "ARMV8")
+
+import json  # noqa: E402
+import sys  # noqa: E402
+
+from . import AgentError, commands  # noqa: E402
 
 
 def protocol_stream():

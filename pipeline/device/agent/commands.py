@@ -231,7 +231,14 @@ def infer(request):
     model = _model(request)
     data = np.load(io.BytesIO(base64.b64decode(_require(request, "feed"))), allow_pickle=False)
     feed = {name: data[name] for name in data.files}
-    outputs = model.infer(feed)
+    from . import EngineError
+    from .cuda_binding import CudaError
+
+    try:
+        outputs = model.infer(feed)
+    except (EngineError, CudaError) as e:  # TensorRT's refusal (a shape outside the profile), CUDA's: not a bug
+        raise AgentError("run-failed", "the engine refused this input ({}): {}".format(
+            ", ".join("{} {}".format(n, list(np.shape(v))) for n, v in sorted(feed.items())), " ".join(str(e).split())))
     buffer = io.BytesIO()
     np.savez(buffer, **{name: np.asarray(value) for name, value in outputs.items()})
     return {"outputs": base64.b64encode(buffer.getvalue()).decode("ascii"), "order": [o[0] for o in model.outputs],

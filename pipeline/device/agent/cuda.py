@@ -1,14 +1,17 @@
 """The few CUDA calls the agent needs (device and page-locked memory, copies, a stream, events), through
-pycuda where the board has it (JetPack 4/5 containers and TensorRT's 8.x samples) or NVIDIA's cuda-python
-(TensorRT's samples from 8.6, JetPack 6): 12.x as ``cuda.cudart``, 13.x as ``cuda.bindings.runtime``.
+the CUDA runtime library JetPack ships (``libcudart`` via ctypes, ``cudart_ctypes``: the default, nothing to
+install), or the optional pycuda (JetPack 4/5 containers and TensorRT's 8.x samples) or NVIDIA's cuda-python
+(TensorRT's samples from 8.6): 12.x as ``cuda.cudart``, 13.x as ``cuda.bindings.runtime``. libcudart and
+cuda-python share one code path (the ctypes binding has cuda-python's call shapes).
 Imported only for a TensorRT build with int8 calibration or an engine run.
 
 One CUDA context per process, the device's *primary* context -- the one TensorRT (the CUDA runtime API)
-uses -- made before any TensorRT object: ``shared()``. pycuda: ``pycuda.autoprimaryctx`` (pycuda >=
+uses -- made before any TensorRT object: ``shared()``. libcudart and cuda-python: ``cudaSetDevice`` +
+``cudaFree(0)``, the runtime API's own primary context. pycuda: ``pycuda.autoprimaryctx`` (pycuda >=
 2021.1) or ``Device(0).retain_primary_context()`` + push on older pycuda; never ``pycuda.autoinit``,
 whose context is a second, private one (TensorRT's engine then fails with "invalid resource handle").
 ``with cuda.active():`` makes the context current around a sequence of calls (every method also does
-it for itself); cuda-python's runtime API binds the primary context on its own.
+it for itself); the runtime API (libcudart, cuda-python) binds the primary context on its own.
 
 ``binding_info()`` (``cuda_binding``) says which binding would be used, its version and what is wrong,
 without starting CUDA (the probe calls it).
@@ -25,8 +28,8 @@ _NOT_STARTED = ("CUDA could not start on this machine: {}; is the user in the vi
 
 
 class Cuda(object):
-    """The CUDA calls, on the device's primary context. ``binding``: "pycuda" or "cuda-python" to force one
-    (the real-GPU tests run both); None picks pycuda first, then cuda-python."""
+    """The CUDA calls, on the device's primary context. ``binding``: "libcudart", "pycuda" or "cuda-python"
+    to force one (the real-GPU tests run each); None picks libcudart first, then pycuda, then cuda-python."""
 
     def __init__(self, binding=None, device=0):
         # type: (Optional[str], int) -> None
@@ -83,7 +86,8 @@ class Cuda(object):
             self._check(self.cudart.cudaFree(0) + (None,))  # binds the primary context now, before TensorRT
         except CudaError as e:
             hint = ""
-            if self.version and self.version.split(".")[0].isdigit() and int(self.version.split(".")[0]) >= 13:
+            if self.kind == "cuda-python" and self.version and self.version.split(".")[0].isdigit() and \
+                    int(self.version.split(".")[0]) >= 13:
                 hint = " (cuda-python {} is built for CUDA 13; on JetPack 6 / CUDA 12: {})".format(
                     self.version, FIX_CUDA_PYTHON)
             raise CudaError(_NOT_STARTED.format(str(e)) + hint)
@@ -119,7 +123,14 @@ class Cuda(object):
         """cuda-python returns (error, value...): raise on an error, return the value(s)."""
         error = result[0]
         if int(error) != 0:
-            name = getattr(error, "name", None) or str(error)
+            name = getattr(error, "name", None)
+            if not name and hasattr(self.cudart, "cudaGetErrorName"):  # libcudart: a bare int
+                try:
+                    named = self.cudart.cudaGetErrorName(error)[1]
+                    name = named.decode() if isinstance(named, bytes) else str(named)
+                except Exception:
+                    pass
+            name = name or str(int(error))
             try:
                 described = self.cudart.cudaGetErrorString(error)
                 text = described[1] if isinstance(described, tuple) else described

@@ -1,7 +1,8 @@
 """Which CUDA binding this Python has, its version and what is wrong with it, without starting CUDA:
-pycuda (JetPack 4/5) or NVIDIA's cuda-python, 12.x as ``cuda.cudart`` and 13.x as ``cuda.bindings.runtime``
-(13.0 removed the ``cuda.cudart`` trampoline). ``binding_info()`` is what the probe reports;
-``choose()`` is what ``cuda.Cuda`` loads.
+the CUDA runtime library itself through ctypes (``libcudart``, ``cudart_ctypes``: the default, on every
+JetPack with nothing to install), else the optional pycuda (JetPack 4/5) or NVIDIA's cuda-python, 12.x as
+``cuda.cudart`` and 13.x as ``cuda.bindings.runtime`` (13.0 removed the ``cuda.cudart`` trampoline).
+``binding_info()`` is what the probe reports; ``choose()`` is what ``cuda.Cuda`` loads.
 """
 
 import os
@@ -9,6 +10,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple  # noqa: F401  (type comments: the 3.6 floor)
 
 FIX_CUDA_PYTHON = "pip3 install 'cuda-python<13'"
+BINDINGS = ("libcudart", "pycuda", "cuda-python")  # the order choose() tries them in
 
 
 class CudaError(Exception):
@@ -114,8 +116,20 @@ def _load_cudart():
 
 def choose(binding=None):
     # type: (Optional[str]) -> Tuple[Optional[str], Any, Optional[str], Optional[str]]
-    """(binding, module, version, problem): pycuda first (JetPack 4/5), then cuda-python; nothing is started."""
+    """(binding, module, version, problem): libcudart through ctypes first (what JetPack ships), then the
+    optional pycuda and cuda-python; nothing is started. ``binding`` forces one of BINDINGS."""
+    if binding is not None and binding not in BINDINGS:
+        return None, None, None, "unknown CUDA binding {!r} ({})".format(binding, ", ".join(BINDINGS))
     problems = []  # type: List[str]
+    if binding in (None, "libcudart"):
+        from .cudart_ctypes import load
+
+        runtime, problem = load()
+        if runtime is not None:
+            return "libcudart", runtime, runtime.version(), None
+        if binding == "libcudart":
+            return None, None, None, problem
+        problems.append(problem or "no libcudart")
     if binding in (None, "pycuda"):
         driver, problem = _load_pycuda()
         if driver is not None:
@@ -128,19 +142,19 @@ def choose(binding=None):
             return "cuda-python", cudart, _cuda_python_version(), None
         if problem:
             return None, None, _cuda_python_version(), "; ".join(problems + [problem])
+    if binding is None:
+        return None, None, None, ("{}; the optional pycuda and cuda-python are not installed for this Python "
+                                  "({}) either".format("; ".join(problems), sys.executable))
     if problems:
         return None, None, _pycuda_version(), "; ".join(problems)
-    if binding is None:
-        return None, None, None, ("neither pycuda nor cuda-python is installed for this Python ({}): pip3 install "
-                                  "pycuda (JetPack 4/5) or {} (JetPack 6 / CUDA 12)".format(sys.executable,
-                                                                                            FIX_CUDA_PYTHON))
     return None, None, None, "{} is not installed for this Python ({})".format(binding, sys.executable)
 
 
 def binding_info(binding=None):
     # type: (Optional[str]) -> Dict[str, Optional[str]]
-    """{"binding": "pycuda" | "cuda-python" | None, "version": str | None, "problem": str | None,
-    "module": the module imported ("pycuda.driver", "cuda.bindings.runtime", "cuda.cudart") | None} -- which
+    """{"binding": "libcudart" | "pycuda" | "cuda-python" | None, "version": str | None, "problem": str | None,
+    "module": the module imported ("pycuda.driver", "cuda.bindings.runtime", "cuda.cudart") or the library
+    loaded ("libcudart (ctypes: /usr/local/cuda/lib64/libcudart.so.10.2)") | None} -- which
     binding the agent would use (or, given ``binding``, whether that one loads), without creating a CUDA
     context."""
     binding, module, version, problem = choose(binding)

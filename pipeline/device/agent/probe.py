@@ -227,7 +227,7 @@ def _proc_gpus(root):
 
 
 def cuda_binding(facts):
-    """{binding: "pycuda" | "cuda-python" | None, version, module, problem, source}: the CUDA binding the
+    """{binding: "libcudart" | "pycuda" | "cuda-python" | None, version, module, problem, source}: the CUDA binding the
     agent's TensorRT code would use, found without creating a CUDA context, and what to install when it
     cannot serve (none installed; cuda-python built for a newer CUDA than the machine's)."""
     try:
@@ -255,23 +255,30 @@ def cuda_binding(facts):
 
 
 def install_hint(cuda):
-    """What to install for the agent's CUDA calls on a machine with this CUDA version (None: unknown)."""
+    """What gives the agent its CUDA calls on a machine with this CUDA version: the CUDA runtime library
+    JetPack installs (the default, through ctypes), else an optional Python binding."""
     major = _major(cuda)
+    library = ("the agent uses the CUDA runtime library (libcudart) that JetPack installs with CUDA "
+               "(/usr/local/cuda/lib64; sudo apt install nvidia-cuda), or set DEPLOY_LIBCUDART to its path")
     if major is None:
-        return "pip3 install pycuda (JetPack 4/5) or 'cuda-python<13' (JetPack 6, CUDA 12)"
+        return library + "; optional instead: pip3 install pycuda (JetPack 4/5) or 'cuda-python<13' (CUDA 12)"
     if major <= 11:
-        return "pip3 install pycuda (JetPack 4.6: pycuda==2021.1 --no-build-isolation with /usr/local/cuda/bin on PATH)"
+        return library + "; optional instead: pip3 install pycuda"
+    return library + "; optional instead: " + _cuda_python_pin(major)
+
+
+def _cuda_python_pin(major):
     return "pip3 install 'cuda-python>={0},<{1}' (CUDA {0}.x)".format(major, major + 1)
 
 
 def _binding_problem(info, cuda, executable):
     if info.get("binding") is None:
-        return "no CUDA binding for {} (TensorRT's timing and copies need one): {}".format(
+        return "no CUDA runtime for {} (TensorRT's timing and copies need one): {}".format(
             executable or "this Python", install_hint(cuda))
     have, want = _major(info.get("version")), _major(cuda)
     if info["binding"] == "cuda-python" and have is not None and want is not None and have > want:
         return ("cuda-python {} is built for CUDA {}, this machine has CUDA {}: {}".format(
-            info["version"], have, cuda, install_hint(cuda)))
+            info["version"], have, cuda, _cuda_python_pin(want)))
     return None
 
 
