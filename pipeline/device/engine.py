@@ -14,6 +14,7 @@ calibration cache per model and image set, so a rebuild is faster and int8 calib
 
 import hashlib
 import json
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +139,8 @@ def build(device, onnx_path, opts, profile, *, target, engine_path, log_path, ca
         "log": "{}/out/{}.log".format(transport.work, tag),
         "timing_cache": "{}/cache/timing-{}.cache".format(transport.work, board),
     }
-    transport.exec("mkdir -p {w}/out {w}/cache".format(w=transport.work), what="preparing the work folder")
+    transport.exec("mkdir -p {} {}".format(shlex.quote(transport.work + "/out"), shlex.quote(transport.work + "/cache")),
+                   what="preparing the work folder")
     if opts.precision == "int8":
         if calibration is None:
             raise DeployError("stages.engine.precision int8 needs calibration images")
@@ -245,7 +247,7 @@ def build_uff(device, frozen_graph, input_name, input_shape, outputs, opts, *, t
     transport = device.transport
     remote_pb = transport.send(frozen_graph)
     tag = _tag(remote_pb, opts.model_dump(mode="json"), probe.get("tensorrt"))
-    transport.exec("mkdir -p {w}/out".format(w=transport.work), what="preparing the work folder")
+    transport.exec("mkdir -p {}".format(shlex.quote(transport.work + "/out")), what="preparing the work folder")
     request = {"command": "build_uff", "frozen": remote_pb, "uff": "{}/out/{}.uff".format(transport.work, tag),
                "engine": "{}/out/{}{}".format(transport.work, tag, ENGINE_SUFFIX), "log": "{}/out/{}.log".format(transport.work, tag),
                "input": input_name, "input_shape": list(input_shape), "outputs": list(outputs),

@@ -5,7 +5,11 @@ the error message.
 
 Every command starts in a process group of its own (``start_new_session``): a timeout, a stop or a
 kill ends the whole group, so nothing the agent started (a trtexec, a tegrastats sampler, a shell's
-children) outlives it.
+children) outlives it. The group gets SIGTERM first and SIGKILL only ``STOP_GRACE_S`` later: a wrapper
+(``scripts/jetson/agent-in-docker``) traps the TERM and stops its container, which a SIGKILL of the
+wrapper would leave running.
+
+What the board's words reach the terminal as goes through ``errors.printable`` (no escape sequences).
 """
 
 import json
@@ -14,17 +18,19 @@ import signal
 import subprocess
 import threading
 
-from pipeline.device.errors import DeviceError
+from pipeline.device.errors import DeviceError, native_library, printable
 
 AGENT_PREFIX = "deploy-agent: "
 REMOTE_PID = "deploy-agent-pid: "  # the ssh transport's first stderr line: the agent's process group on the board
+REMOTE_EXIT = "deploy-agent-exit: "  # the ssh transport's last stderr line: the agent's exit status (128+N: signal N)
+STOP_GRACE_S = 5.0  # between SIGTERM and SIGKILL when a stop or a timeout ends a group
 
 
 def agent_progress(transport, line):
     """Log ``line`` as the device's progress if the agent wrote it; whether it did."""
     if not line.startswith(AGENT_PREFIX):
         return False
-    transport.log("device: " + line[len(AGENT_PREFIX):])
+    transport.log("device: " + printable(line[len(AGENT_PREFIX):]))
     return True
 
 
@@ -43,6 +49,32 @@ def kill_group(proc, sig=signal.SIGKILL):
         proc.wait()
 
 
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(proc, grace=None):
+    """End ``proc``'s process group: SIGTERM, then SIGKILL when anything of it is still there ``grace`` seconds
+    later (default ``STOP_GRACE_S``); ``proc`` reaped. A wrapper gets the TERM it can trap (agent-in-docker stops
+    its container); nothing of the group outlives this call."""
+    import time
+
+    grace = STOP_GRACE_S if grace is None else grace
+    kill_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(proc.pid):
+            return
+        time.sleep(0.05)
+    kill_group(proc, signal.SIGKILL)
+
+
 def parse_answer(raw, where, what):
     """The agent's answer line as a dict with a boolean ``ok`` (and ``result`` when ok), or a one-line
     DeviceError: the line is the board's output, not to be trusted to have the shape."""
@@ -56,7 +88,7 @@ def parse_answer(raw, where, what):
                           "error): {!r}; is device.python running this deploy's agent?".format(where, what, shown))
     if not answer["ok"]:
         answer = dict(answer, kind=str(answer.get("kind") or "internal"),
-                      error=" ".join(str(answer.get("error") or "no message").split())[:2000])
+                      error=printable(" ".join(str(answer.get("error") or "no message").split())[:2000]))
     return answer
 
 
@@ -75,6 +107,7 @@ class AgentProcess:
         self.answers = queue.Queue()
         self.errors = []
         self.remote_pid = None
+        self.remote_exit = None  # over ssh: the agent's exit status as the board's shell saw it
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.stderr_reader.start()
@@ -89,6 +122,8 @@ class AgentProcess:
             line = raw.decode("utf-8", "replace").rstrip()
             if line.startswith(REMOTE_PID) and self.remote_pid is None and line[len(REMOTE_PID):].isdigit():
                 self.remote_pid = int(line[len(REMOTE_PID):])
+            elif line.startswith(REMOTE_EXIT) and line[len(REMOTE_EXIT):].isdigit():
+                self.remote_exit = int(line[len(REMOTE_EXIT):])
             elif not agent_progress(self.transport, line) and line:
                 self.errors.append(line)
 
@@ -112,13 +147,16 @@ class AgentProcess:
         if raw is None:
             code = self.proc.wait()
             self.stderr_reader.join(timeout=5)
-            kill_group(self.proc)  # what it started goes with it
-            raise self.transport.agent_exited(code, "\n".join(self.errors), what)
+            stop_group(self.proc)  # what it started goes with it
+            if self.remote_exit is not None:  # over ssh: the board's shell said how the agent ended (ssh itself cannot)
+                code = self.remote_exit
+            raise self.transport.agent_exited(code, "\n".join(self.errors), what, running=native_library(request))
         return parse_answer(raw, self.transport.describe(), what)
 
     def stop(self, kill=False):
         """End the agent: its stdin closed (it leaves its loop) or, with ``kill`` or after 10 s, its whole
-        process group killed; what it started and left behind is ended either way."""
+        process group stopped (SIGTERM, then SIGKILL: ``stop_group``); what it started and left behind is ended
+        either way, on the board too."""
         ended = self.proc.poll() is not None
         if not ended and not kill:
             try:
@@ -127,7 +165,7 @@ class AgentProcess:
                 ended = True
             except (OSError, subprocess.TimeoutExpired):
                 pass
-        kill_group(self.proc)
+        stop_group(self.proc, 0 if ended else None)
         if not ended and self.remote_pid is not None:  # over ssh the agent runs on: end it there too
             self.transport.end_remote(self.remote_pid)
 
@@ -178,11 +216,11 @@ def run_command(argv, stdin, timeout, what, transport, stream, stdin_path=None, 
                 pass  # the command ended without reading: its exit code and stderr say why
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill_group(proc)
+        stop_group(proc)
         raise DeviceError("{} on {} took longer than {} s; check the board (tegrastats) and re-run".format(
             what, transport.describe(), timeout))
     except BaseException:
-        kill_group(proc)
+        stop_group(proc)
         raise
     for reader in readers:
         reader.join()
@@ -192,4 +230,4 @@ def run_command(argv, stdin, timeout, what, transport, stream, stdin_path=None, 
 
 def last_line(text):
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
+    return printable(lines[-1]) if lines else "no message"

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from pipeline.device.errors import DeviceError, classify_ssh_failure
-from pipeline.device.process import REMOTE_PID, last_line, run_command
+from pipeline.device.process import REMOTE_EXIT, REMOTE_PID, STOP_GRACE_S, last_line, run_command
 from pipeline.device.transport import Transport
 from pipeline.errors import DeployError
 
@@ -232,20 +232,30 @@ class SshTransport(Transport):
         return res
 
     def agent_command(self):
-        # sshd starts the login shell as a session leader: $$ is the agent's pid and process group after exec
-        return 'echo "{}$$" >&2; {}'.format(REMOTE_PID, super().agent_command())
+        """sshd starts the login shell as a session leader: $$ is the process group of the shell and the agent.
+        Not ``exec``: ssh drops the remote exit-signal (OpenSSH's client reads only exit-status), so an agent
+        killed by the OOM killer, SIGILL or SIGSEGV would read as a lost connection (ssh exits 255); the shell
+        stays, sees the agent's 128+N and says it on stderr and in its own exit status."""
+        return 'echo "{pid}$$" >&2; {agent}; status=$?; echo "{exit}$status" >&2; exit $status'.format(
+            pid=REMOTE_PID, agent=super().agent_command(exec_=False), exit=REMOTE_EXIT)
 
     def end_remote(self, pid):
-        """Kill the agent's process group on the board: ssh going away does not stop a busy agent or its children."""
+        """Stop the agent's process group on the board -- ssh going away does not stop a busy agent or its children:
+        SIGTERM (a wrapper such as agent-in-docker traps it and stops its container), then SIGKILL for what is left
+        after ``STOP_GRACE_S``."""
+        group = "-{}".format(int(pid))
+        script = ("kill -TERM -- {g} 2>/dev/null || exit 0; i=0; while kill -0 -- {g} 2>/dev/null && [ $i -lt {n} ]; "
+                  "do sleep 0.2 2>/dev/null || sleep 1; i=$((i+1)); done; kill -KILL -- {g} 2>/dev/null; true").format(
+                      g=group, n=int(STOP_GRACE_S * 5))
         try:
-            self.exec("kill -KILL -- -{} 2>/dev/null; true".format(int(pid)), timeout=30, what="ending the agent")
+            self.exec(script, timeout=30 + STOP_GRACE_S * 5, what="ending the agent")
         except DeployError:
             pass  # the board is gone too: nothing more to do from here
 
-    def agent_exited(self, code, stderr, what):
+    def agent_exited(self, code, stderr, what, running=None):
         if code == 255:
             return classify_ssh_failure(stderr, self, what)
-        return super().agent_exited(code, stderr, what)
+        return super().agent_exited(code, stderr, what, running)
 
     def _copy_to(self, local, remote):
         name = Path(local).name

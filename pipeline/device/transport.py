@@ -162,16 +162,24 @@ class Transport:
             raise agent_failure(answer, self.describe(), what)
         return answer["result"]
 
-    def agent_command(self):
-        return "cd {} && exec {} -m {} --serve".format(shlex.quote(self.agent_home), shlex.quote(self.python),
-                                                       AGENT_PACKAGE)
+    def agent_command(self, exec_=True):
+        """The shell command that serves the agent; ``exec_``: the shell becomes the agent (its exit status is the
+        agent's), else it stays and reports it (the ssh transport: see ``SshTransport.agent_command``)."""
+        return "cd {} && {}{} -m {} --serve".format(shlex.quote(self.agent_home), "exec " if exec_ else "",
+                                                    shlex.quote(self.python), AGENT_PACKAGE)
 
     def end_remote(self, pid):
         """End the process group ``pid`` on the device (the agent, after a timeout); local: nothing to do (the
         agent's group is ended with its process)."""
 
-    def agent_exited(self, code, stderr, what):
-        """The error for an agent process that ended without answering."""
+    def agent_exited(self, code, stderr, what, running=None):
+        """The error for an agent process that ended without answering (``code``: its exit status, -N or 128+N
+        for signal N as Python or a shell reports it; ``running``: the native library its request was in)."""
+        from pipeline.device.errors import signal_death, signal_of
+
+        number = signal_of(code, shell=True)
+        if number is not None:
+            return signal_death(number, what, self.describe(), running)
         if not (stderr or "").strip() and code not in (126, 127):  # not a word: name the setting, the program, the code
             how = "was killed by signal {}".format(-code) if code is not None and code < 0 else \
                 "exited with code {}".format(code)

@@ -219,3 +219,34 @@ def test_build_takes_values_and_writes_only_where_it_is_told(tmp_path):
         device, onnx_path, "input", [4, 4, 3], ["logits"], EngineOptions(), target=load_target("jetson_tx2"),
         engine_path=out / "u.engine", log_path=out / "u.log")
     assert device.requests[-1]["input_shape"] == [4, 4, 3] and uff.engine.read_bytes() == b"plan"
+
+
+def test_the_work_folder_is_made_whatever_characters_its_path_has(tmp_path, monkeypatch):
+    """N9: a work_dir with a space, quotes and $(…) gets its out/ and cache/ folders made (mkdir quoted), so
+    the agent's engine and log have somewhere to go; nothing in the path runs."""
+    from pipeline.device.engine import build, build_uff
+    from pipeline.device.transport import LocalTransport
+
+    monkeypatch.chdir(tmp_path)  # where an unquoted $(touch pwned) would land
+    work = tmp_path / "my work 'q' $(touch pwned)"
+    transport = LocalTransport(device_cfg(work_dir=str(work)))
+
+    class Agent(_FakeDevice):
+        def call(self, request, what):  # what the agent does: write the engine and the log where it is told
+            Path(request["engine"]).write_bytes(b"plan")
+            Path(request["log"]).write_text("[I] built\n")
+            return super().call(request, what)
+
+    device = Agent(tmp_path)
+    device.transport = transport
+    onnx_path = tmp_path / "m.onnx"
+    onnx_path.write_bytes(b"onnx")
+    opts = EngineOptions(max_batch_size=4)
+    profile = profile_for([("input", [None, 4, 4, 3])], opts, [1, 4])
+    result = build(device, onnx_path, opts, profile, target=load_target("jetson_tx2"),
+                   engine_path=tmp_path / "stage" / "model.engine", log_path=tmp_path / "stage" / "build.log")
+    assert result.engine.read_bytes() == b"plan" and (work / "out").is_dir() and (work / "cache").is_dir()
+    uff = build_uff(device, onnx_path, "input", [4, 4, 3], ["logits"], EngineOptions(), target=load_target("jetson_tx2"),
+                    engine_path=tmp_path / "stage" / "u.engine", log_path=tmp_path / "stage" / "u.log")
+    assert uff.engine.read_bytes() == b"plan"
+    assert not list(tmp_path.glob("**/pwned"))
