@@ -75,18 +75,18 @@ def test_another_kind_of_file_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("kind,change,key,expected", [
-    ("benchmark", lambda d: d["results"][0].update(batch_size=0), "results[0].batch_size", "a positive whole number"),
-    ("benchmark", lambda d: d["results"][0].update(batch_size=True), "results[0].batch_size", "a positive whole number"),
-    ("benchmark", lambda d: d["results"][0].update(batch_size=1.5), "results[0].batch_size", "a positive whole number"),
-    ("benchmark", lambda d: d["results"][0].update(min_ms=-0.5), "results[0].min_ms", "a finite number >= 0"),
-    ("benchmark", lambda d: d["results"][0].update(p99_ms=float("inf")), "results[0].p99_ms", "a finite number > 0"),
+    ("benchmark", lambda d: d["results"][0].update(batch_size=0), "results[0].batch_size", "a whole number from 1 to 65536"),
+    ("benchmark", lambda d: d["results"][0].update(batch_size=True), "results[0].batch_size", "a whole number from 1 to 65536"),
+    ("benchmark", lambda d: d["results"][0].update(batch_size=1.5), "results[0].batch_size", "a whole number from 1 to 65536"),
+    ("benchmark", lambda d: d["results"][0].update(min_ms=-0.5), "results[0].min_ms", "0 or a number of milliseconds from 1e-09"),
+    ("benchmark", lambda d: d["results"][0].update(p99_ms=float("inf")), "results[0].p99_ms", "a number of milliseconds from 1e-09 to 1e+09"),
     ("benchmark", lambda d: d["results"][0].update(percentiles_ms=list(range(101))[::-1]), "results[0].percentiles_ms",
      "101 ascending"),
     ("benchmark", lambda d: d["results"][0].update(percentiles_ms=[1.0] * 100), "results[0].percentiles_ms", "101 ascending"),
     ("benchmark", lambda d: d["results"][0].pop("batch_size"), "results[0].batch_size", "the key (it is missing)"),
-    ("run", lambda d: d["stages"][0].update(seconds=-1), "stages[0].seconds", "a finite number >= 0"),
-    ("manifest", lambda d: d.update(duration_s=float("nan")), "duration_s", "a finite number >= 0"),
-    ("engine", lambda d: d["profile"]["input"].update(max=["8", 8]), "profile.input.max[0]", "a positive whole number"),
+    ("run", lambda d: d["stages"][0].update(seconds=-1), "stages[0].seconds", "a number of seconds from 0 to 1e+09"),
+    ("manifest", lambda d: d.update(duration_s=float("nan")), "duration_s", "a number of seconds from 0 to 1e+09"),
+    ("engine", lambda d: d["profile"]["input"].update(max=["8", 8]), "profile.input.max[0]", "a whole number from 1 to 2**53"),
     ("history", lambda d: d["epochs"][0].update(accuracy=float("inf")), "epochs[0].accuracy", "a finite number"),
     ("comparison", lambda d: d.update(reasons="none"), "reasons", "a list"),
 ])
@@ -258,3 +258,112 @@ def test_a_run_folder_from_before_the_schema_stamp_still_reads(tmp_path):
         edit_json(path, lambda d: d.pop("schema", None) and None)
     run = load_run(cur)
     assert run["benchmark"]["results"] and run["check"]["deployable"] is True and run["failed"] is None
+
+
+# --- issue 29: numbers a reader cannot compute with, objects all the way down
+
+BIG = 10 ** 400  # parses as a Python int; float() of it is an OverflowError
+
+
+@pytest.mark.parametrize("kind,change,key,expected", [
+    ("benchmark", lambda d: d["results"][0].update(iterations=BIG), "results[0].iterations", "from 1 to 10**9"),
+    ("benchmark", lambda d: d["results"][0].update(batch_size=10 ** 30), "results[0].batch_size", "from 1 to 65536"),
+    ("benchmark", lambda d: d["results"][0].update(p50_ms=5e-324), "results[0].p50_ms", "from 1e-09"),
+    ("benchmark", lambda d: d["results"][0].update(p99_ms=1e308), "results[0].p99_ms", "to 1e+09"),
+    ("benchmark", lambda d: d["results"][0].update(min_ms=5e-324), "results[0].min_ms", "0 or a number"),
+    ("benchmark", lambda d: d["results"][0].update(throughput_ips=1e308), "results[0].throughput_ips", "images per"),
+    ("benchmark", lambda d: d["results"][0]["percentiles_ms"].__setitem__(0, 5e-324), "results[0].percentiles_ms",
+     "101 ascending"),
+    ("benchmark", lambda d: d.update(settings={"batch_sizes": [10 ** 30]}), "settings.batch_sizes[0]", "from 1 to 65536"),
+    ("benchmark", lambda d: d["where"].update(host="a machine"), "where.host", "an object"),
+    ("benchmark", lambda d: d.update(model={"bytes": "12 MB"}), "model.bytes", "a whole number"),
+    ("benchmark", lambda d: d.update(accuracy={"tolerance": "fp16"}), "accuracy.tolerance", "an object"),
+    ("benchmark", lambda d: d.update(consistency={"outputs": ["probabilities"]}), "consistency.outputs[0]", "an object"),
+    ("history", lambda d: d["epochs"][0].update(loss=BIG), "epochs[0].loss", "a number"),
+    ("run", lambda d: d.update(exit_code=10 ** 30), "exit_code", "a whole number from -2**53"),
+    ("run", lambda d: d.update(settings="fp16"), "settings", "an object"),
+    ("run", lambda d: d.update(settings={"engine": "fp16"}), "settings.engine", "an object"),
+    ("run", lambda d: d.update(settings={"benchmark": {"batch_sizes": "1,8"}}), "settings.benchmark.batch_sizes", "a list"),
+    ("run", lambda d: d.update(ci="github"), "ci", "an object"),
+    ("run", lambda d: d.update(ci={"runner": ["a"]}), "ci.runner", "a string"),
+    ("manifest", lambda d: d.update(outputs={"onnx": {"size": "3 MB"}}), "outputs.onnx.size", "a whole number"),
+    ("manifest", lambda d: d.update(options="fp16"), "options", "an object"),
+    ("manifest", lambda d: d.update(options={"batch_sizes": [1, BIG]}), "options.batch_sizes[1]", "from 1 to 65536"),
+    ("check", lambda d: d.update(target="jetson_tx2"), "target", "an object"),
+    ("check", lambda d: d["routes"][0].update(share="half"), "routes[0].share", "an object"),
+    ("check", lambda d: d["routes"][0].update(findings=[{"nodes": 3}]), "routes[0].findings[0].nodes", "a list"),
+    ("rewrite", lambda d: d["passes"][0].update(comparison=[0.0]), "passes[0].comparison", "an object"),
+    ("rewrite", lambda d: d.update(check_before="onnx"), "check_before", "an object"),
+    ("comparison", lambda d: d.update(rows=[{"figure": [1], "change": "x"}, 5]), "rows[0].figure", "a string"),
+    ("comparison", lambda d: d.update(rows=[{"figure": "p50_ms", "change": "x"}]), "rows[0].change", "a finite number"),
+    ("comparison", lambda d: d.update(rows=[5]), "rows[0]", "an object"),
+    ("comparison", lambda d: d.update(rows=[{"figure": "p50_ms", "band": [1]}]), "rows[0].band", "two finite numbers"),
+    ("comparison", lambda d: d.update(rows=[{"figure": "p50_ms", "current": "4 ms"}]), "rows[0].current", "a finite"),
+    ("comparison", lambda d: d.update(k=1e300), "k", "at most 1e+06"),
+    ("comparison", lambda d: d.update(reference={"fingerprint": "tx2"}), "reference.fingerprint", "an object"),
+    ("comparison", lambda d: d.update(baseline=["runs/a"]), "baseline", ""),
+    ("engine", lambda d: d.update(engine_bytes=BIG), "engine_bytes", "a whole number from 0 to 2**53"),
+])
+def test_numbers_no_reader_can_compute_with_and_wrong_inner_types_are_one_line(tmp_path, kind, change, key, expected):
+    """Issue 29: each passed the schema before and ended in a traceback in report or compare (OverflowError,
+    an infinite relative change, AttributeError on a string, TypeError on a list)."""
+    data = json.loads(json.dumps(SAMPLES[kind]))
+    if kind == "benchmark":
+        data["results"][0]["percentiles_ms"] = bench_rows({1: 4.0})[0]["percentiles_ms"]
+    change(data)
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DeployError) as e:
+        records.read(path, kind)
+    line = one_line(e)
+    assert line.startswith("{}: {}: expected ".format(path, key)) and expected in line and "found" in line, line
+
+
+@pytest.mark.parametrize("kind,change", [
+    ("benchmark", lambda d: d["results"][0].update(min_ms=0.0, std_ms=-0.0)),  # ±0: a spread of 0 is real
+    ("benchmark", lambda d: d["results"][0].update(p50_ms=1e-9, max_ms=1e9, iterations=10 ** 9, batch_size=65536)),
+    ("history", lambda d: d["epochs"][0].update(loss=float("inf"), val_loss=-0.0)),  # a diverged loss is a figure
+    ("comparison", lambda d: d.update(baseline="runs/a", rows=[{"metric": "p50 b1 (ms)", "baseline": 4.0, "verdict": "ok"}])),
+    ("comparison", lambda d: d.update(rows=[{"figure": "check", "baseline": True, "current": False, "band": None,
+                                             "interval": [None, 4.5], "change": -0.0}])),
+    ("run", lambda d: d.update(settings={"engine": None, "benchmark": {"batch_sizes": [1, 8]}, "device": None},
+                               ci={"run_url": "https://x/1", "runner": None})),
+])
+def test_the_edges_of_each_range_are_read(tmp_path, kind, change):
+    data = json.loads(json.dumps(SAMPLES[kind]))
+    change(data)
+    assert records.check(data, kind, "f.json") is data
+
+
+def _stderr_line(res):
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    (line,) = res.stderr.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize("which,change,key", [
+    ("cur", lambda d: d["results"][0].update(iterations=BIG), "results[0].iterations"),  # was OverflowError
+    ("base", lambda d: d["results"][0].update(p50_ms=5e-324), "results[0].p50_ms"),  # was a non-JSON infinite change
+    ("cur", lambda d: d["results"][0].update(p50_ms=5e-324), "results[0].p50_ms"),
+])
+def test_compare_refuses_extreme_figures_with_one_line(tmp_path, which, change, key):
+    runs = {"base": make_run(tmp_path / "base"), "cur": make_run(tmp_path / "cur", seed=3)}
+    edit_json(runs[which] / "benchmark" / "benchmark.json", change)
+    line = _stderr_line(deploy("compare", runs["base"], runs["cur"], "--format", "json", "-o", tmp_path / "c.json"))
+    assert "benchmark.json" in line and key in line, line
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("rel,change,key", [
+    ("run.json", lambda d: d.update(settings={"engine": "fp16"}), "settings.engine"),  # was AttributeError
+    ("run.json", lambda d: d.update(settings={"benchmark": "b1"}), "settings.benchmark"),
+    ("comparison.json", lambda d: d.update(rows=[{"figure": [1], "change": "x"}]), "rows[0].figure"),  # was TypeError
+])
+def test_report_refuses_wrong_inner_types_with_one_line(tmp_path, rel, change, key):
+    cur = make_run(tmp_path / "cur")
+    if rel == "comparison.json":
+        (cur / rel).write_text(json.dumps({"schema": "deploy.comparison/2", "verdict": "pass", "rows": []}))
+    edit_json(cur / rel, change)
+    line = _stderr_line(deploy("report", cur, "-o", tmp_path / "r.html"))
+    assert rel in line and key in line, line
+    assert not (tmp_path / "r.html").exists()

@@ -1,67 +1,25 @@
 """One pydantic model per file deploy writes into a run folder (run.json, manifest.json, benchmark.json,
 check.json, rewrite.json, the two comparison.json, history.json, engine.json); ``MODELS`` by kind.
-Reading and writing them is pipeline.records's."""
+Reading and writing them is pipeline.records's. The kinds of value (with their ranges) are
+pipeline.records.fields's, the objects inside the files pipeline.records.parts's."""
 
-import math
 from typing import Any, ClassVar, Dict, List, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator
-from pydantic_core import PydanticCustomError
-from typing_extensions import Annotated
+from pydantic import Field
+
+from pipeline.records.fields import (ERROR, BatchSize, Bool, Count, Finite, Fraction,  # noqa: F401 (ERROR: records reads it)
+                                     Iterations, K, Millijoules, Milliwatts, Ms, Ms0, NonNegative, Number, Obj,
+                                     Percentiles, Positive, PositiveInt, Rate, Record, RunRef, Seconds0, Str, Whole)
+from pipeline.records.parts import (CI, BenchmarkedModel, BenchmarkSettings, CheckTarget, CheckVerdict,
+                                    ConsistencyImages, ConsistencyOutput, Finding, GateReference, GateRow, GpuCompute,
+                                    Hardware, Host, Output, PassComparison, Rails, Recommended, RunSettings,
+                                    Share, StageOptions, Tolerance)
 
 # ------------------------------------------------------------------------------------------------ models
-# One pydantic model per file. Each is strict on the keys a reader uses (a type and a range: a finite
-# latency above 0, a batch size that is a positive whole number, 101 ascending percentiles) and allows any
-# other key. Scalar keys are checked by ``_kind`` validators whose message is what a reader expects ("a
-# finite number > 0"); ``_first_error`` turns the first error into one line naming the file and the key.
-
-ERROR = "deploy_record"  # the error type of every check below (pipeline.records reads its message as "expected")
-
-
-def _kind(expected, ok):
-    def validate(value):
-        if not ok(value):
-            raise PydanticCustomError(ERROR, expected.replace("{", "{{").replace("}", "}}"))
-        return value
-
-    return PlainValidator(validate)
-
-
-def _num(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _finite(v):
-    return _num(v) and math.isfinite(v)
-
-
-def _whole(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _percentiles(v):
-    return (isinstance(v, list) and len(v) == 101 and all(_finite(x) and x >= 0 for x in v)
-            and all(b >= a for a, b in zip(v, v[1:])))
-
-
-Str = Annotated[str, _kind("a string", lambda v: isinstance(v, str))]
-Bool = Annotated[bool, _kind("true or false (a JSON boolean)", lambda v: isinstance(v, bool))]
-Whole = Annotated[int, _kind("a whole number", _whole)]
-Count = Annotated[int, _kind("a whole number >= 0", lambda v: _whole(v) and v >= 0)]
-PositiveInt = Annotated[int, _kind("a positive whole number", lambda v: _whole(v) and v >= 1)]
-Number = Annotated[float, _kind("a number", _num)]  # NaN allowed (a training loss may diverge)
-Finite = Annotated[float, _kind("a finite number", _finite)]
-Time = Annotated[float, _kind("a finite number > 0", lambda v: _finite(v) and v > 0)]
-Time0 = Annotated[float, _kind("a finite number >= 0", lambda v: _finite(v) and v >= 0)]
-Fraction = Annotated[float, _kind("a number from 0 to 1", lambda v: _finite(v) and 0 <= v <= 1)]
-Percentiles = Annotated[List[float], _kind("101 ascending finite numbers >= 0 (the 0th..100th percentiles)", _percentiles)]
-Obj = Dict[str, Any]
-
-
-class Record(BaseModel):
-    """A file's top level or one of its objects: the keys below are checked, any other key is kept."""
-
-    model_config = ConfigDict(extra="allow")
+# One pydantic model per file. Each is strict on the keys a reader uses (a type and a range: a latency in
+# milliseconds from 1e-9 to 1e9, a batch size that is a whole number from 1 to 65,536, 101 ascending
+# percentiles) and on the objects and lists inside it, and allows any other key. ``_first_error``
+# (pipeline.records) turns the first error into one line naming the file and the key.
 
 
 class File(Record):
@@ -81,7 +39,7 @@ class File(Record):
 class StageEntry(Record):
     name: Str
     status: Optional[Str] = None
-    seconds: Optional[Time0] = None
+    seconds: Optional[Seconds0] = None
     message: Optional[Str] = None
     results: Optional[Obj] = None
 
@@ -99,8 +57,8 @@ class RunRecord(File):
     commit: Optional[Str] = None
     commit_source: Optional[Str] = None
     config_digest: Optional[Str] = None
-    settings: Optional[Obj] = None
-    ci: Optional[Obj] = None
+    settings: Optional[RunSettings] = None
+    ci: Optional[CI] = None
     stages: Optional[List[StageEntry]] = None
 
 
@@ -117,10 +75,10 @@ class Manifest(File):
     key: Optional[Str] = None
     inputs_key: Optional[Str] = None
     started: Optional[Str] = None
-    duration_s: Optional[Time0] = None
+    duration_s: Optional[Seconds0] = None
     results: Optional[Obj] = None
-    outputs: Optional[Dict[str, Obj]] = None
-    options: Optional[Obj] = None
+    outputs: Optional[Dict[str, Output]] = None
+    options: Optional[StageOptions] = None
     inputs: Optional[Dict[str, Obj]] = None
 
 
@@ -129,28 +87,28 @@ class Manifest(File):
 
 class Power(Record):
     samples: Optional[Count] = None
-    board_mw: Optional[Time0] = None
+    board_mw: Optional[Milliwatts] = None
     board_power_source: Optional[Str] = None
-    rails_mw: Optional[Dict[str, Time0]] = None
-    energy_per_image_mj: Optional[Time0] = None
-    window_s: Optional[Time0] = None
+    rails_mw: Optional[Rails] = None
+    energy_per_image_mj: Optional[Millijoules] = None
+    window_s: Optional[Seconds0] = None
 
 
 class BenchmarkRow(Record):
-    batch_size: PositiveInt
-    mean_ms: Optional[Time] = None
-    p50_ms: Optional[Time] = None
-    p90_ms: Optional[Time] = None
-    p95_ms: Optional[Time] = None
-    p99_ms: Optional[Time] = None
-    max_ms: Optional[Time] = None
-    std_ms: Optional[Time0] = None
-    min_ms: Optional[Time0] = None  # one call below the clock's resolution reads 0
-    throughput_ips: Optional[Time] = None
-    iterations: Optional[PositiveInt] = None
+    batch_size: BatchSize
+    mean_ms: Optional[Ms] = None
+    p50_ms: Optional[Ms] = None
+    p90_ms: Optional[Ms] = None
+    p95_ms: Optional[Ms] = None
+    p99_ms: Optional[Ms] = None
+    max_ms: Optional[Ms] = None
+    std_ms: Optional[Ms0] = None
+    min_ms: Optional[Ms0] = None  # one call below the clock's resolution reads 0
+    throughput_ips: Optional[Rate] = None
+    iterations: Optional[Iterations] = None
     percentiles_ms: Optional[Percentiles] = None
-    phases_mean_ms: Optional[Dict[str, Time0]] = None
-    gpu_compute_ms: Optional[Dict[str, Optional[Time0]]] = None
+    phases_mean_ms: Optional[Dict[str, Ms0]] = None
+    gpu_compute_ms: Optional[GpuCompute] = None
     power: Optional[Power] = None
     feed_sha256: Optional[Str] = None
 
@@ -164,25 +122,28 @@ class Where(Record):
     target: Optional[Str] = None
     on_target_device: Optional[Bool] = None
     note: Optional[Str] = None
+    device: Optional[Str] = None
+    hardware: Optional[Str] = None
     fingerprint: Optional[Fingerprint] = None
-    host: Optional[Obj] = None
+    host: Optional[Host] = None
     warnings: Optional[List[Str]] = None
 
 
 class Consistency(Record):
     passed: Optional[Bool] = None
-    batch_sizes: Optional[List[PositiveInt]] = None
-    images: Optional[Obj] = None
-    outputs: Optional[List[Obj]] = None
+    batch_sizes: Optional[List[BatchSize]] = None
+    images: Optional[ConsistencyImages] = None
+    outputs: Optional[List[ConsistencyOutput]] = None
     first_divergence: Optional[Str] = None
+    first_divergence_note: Optional[Str] = None
 
 
 class Accuracy(Record):
     top1_agreement: Optional[Fraction] = None
-    max_abs_diff: Optional[Time0] = None
+    max_abs_diff: Optional[NonNegative] = None
     images: Optional[PositiveInt] = None
     source: Optional[Str] = None
-    tolerance: Optional[Obj] = None
+    tolerance: Optional[Tolerance] = None
 
 
 class Benchmark(File):
@@ -191,8 +152,8 @@ class Benchmark(File):
     NAME, VERSION, FILE, WHAT = "benchmark", 1, "benchmark/benchmark.json", "benchmark figures"
     HINT = "run the stage again: deploy run --force benchmark"
     where: Optional[Where] = None
-    model: Optional[Obj] = None
-    settings: Optional[Obj] = None
+    model: Optional[BenchmarkedModel] = None
+    settings: Optional[BenchmarkSettings] = None
     results: Optional[List[BenchmarkRow]] = None
     consistency: Optional[Consistency] = None
     accuracy: Optional[Accuracy] = None
@@ -205,8 +166,9 @@ class CheckRoute(Record):
     route: Optional[Str] = None
     detail: Optional[Str] = None
     blockers: Optional[Count] = None
-    findings: Optional[List[Obj]] = None
+    findings: Optional[List[Finding]] = None
     accepted_but_wrong: Optional[List[Any]] = None
+    share: Optional[Share] = None
 
 
 class Check(File):
@@ -216,8 +178,8 @@ class Check(File):
     HINT = "run the stage again: deploy run --force check"
     deployable: Optional[Bool] = None
     verdict: Optional[Str] = None
-    target: Optional[Obj] = None
-    recommended: Optional[Obj] = None
+    target: Optional[CheckTarget] = None
+    recommended: Optional[Recommended] = None
     routes: Optional[List[CheckRoute]] = None
     findings: Optional[List[Any]] = None
 
@@ -229,7 +191,7 @@ class RewritePass(Record):
     pass_: Optional[Str] = Field(None, alias="pass")
     ops: Optional[Dict[str, Whole]] = None
     sites: Optional[List[Any]] = None
-    comparison: Optional[Obj] = None
+    comparison: Optional[PassComparison] = None
     changes_behaviour: Optional[Bool] = None
 
 
@@ -242,8 +204,8 @@ class Rewrite(File):
     target: Optional[Str] = None
     passes: Optional[List[RewritePass]] = None
     nodes: Optional[Dict[str, Optional[Count]]] = None
-    check_before: Optional[Obj] = None
-    check_after: Optional[Obj] = None
+    check_before: Optional[CheckVerdict] = None
+    check_after: Optional[CheckVerdict] = None
 
 
 # ------------------------------------------------------------------------- convert/comparison.json
@@ -259,8 +221,8 @@ class Conversion(File):
 
     NAME, VERSION, FILE, WHAT = "conversion", 1, "convert/comparison.json", "the conversion comparison"
     HINT = "run the stage again: deploy run --force convert"
-    max_abs_diff: Optional[Time0] = None
-    tolerance: Optional[Time] = None
+    max_abs_diff: Optional[NonNegative] = None
+    tolerance: Optional[Positive] = None
     within_tolerance: Optional[Bool] = None  # the verdict: numeric.compare_runs at atol=tolerance, rtol 0
     samples: Optional[PositiveInt] = None
     inputs: Optional[Str] = None
@@ -281,14 +243,14 @@ class Comparison(File):
     passed: Optional[Bool] = None
     reasons: Optional[List[Str]] = None
     notes: Optional[List[Str]] = None
-    rows: Optional[List[Obj]] = None
-    baseline: Optional[Obj] = None
-    current: Optional[Obj] = None
-    reference: Optional[Obj] = None
-    hardware: Optional[Obj] = None
-    tolerance: Optional[Time0] = None
-    accuracy_tolerance: Optional[Time0] = None
-    k: Optional[Time] = None
+    rows: Optional[List[GateRow]] = None
+    baseline: Optional[RunRef] = None  # a run folder's name (an older compare) or {dir, name, when, failed}
+    current: Optional[RunRef] = None
+    reference: Optional[GateReference] = None
+    hardware: Optional[Hardware] = None
+    tolerance: Optional[NonNegative] = None
+    accuracy_tolerance: Optional[NonNegative] = None
+    k: Optional[K] = None
     regressions: Optional[Count] = None
 
 
@@ -323,7 +285,7 @@ class Engine(File):
     HINT = "run the stage again: deploy run --force engine"
     tensorrt_version: Optional[Str] = None
     precision: Optional[Str] = None
-    build_s: Optional[Time0] = None
+    build_s: Optional[Seconds0] = None
     engine_bytes: Optional[Count] = None
     engine_sha256: Optional[Str] = None
     route: Optional[Str] = None
