@@ -101,3 +101,57 @@ def test_every_parser_gives_the_same_answer_on_python_3_6(module, function, path
     assert there == here
     if per_line and "templates" not in path.name:  # jtop's templates hold shell placeholders: ParseError alike
         assert sum("ParseError" not in r for r in here) >= 1  # the file's lines parse, not just fail alike
+
+
+# -- a TensorRT engine on JetPack 4.6's Python with nothing from pip: libcudart through ctypes -------------------
+
+def test_an_engine_runs_on_python_3_6_with_no_pycuda_and_no_cuda_python(tmp_path, monkeypatch):
+    """A stock TX2 (issue 27): Python 3.6, JetPack 4.6's numpy 1.19.5, TensorRT 8.2's Python API (a stand-in
+    that reads and writes the device addresses: tests/device/trt_standin.py) and the CUDA runtime library
+    (a stand-in libcudart.so.10.2 built here: tests/device/cudart_standin.py) -- no pycuda, no cuda-python.
+    The agent benchmarks the engine (CUDA-event split per call), infers, and the host's batch consistency
+    check runs on its answers; the outputs match ONNX Runtime on the same model."""
+    import numpy as np
+
+    import cudart_standin
+    import trt_standin
+    from pipeline.numeric.consistency import batch_consistency
+
+    if cudart_standin.compiler() is None:
+        pytest.skip("no C compiler (gcc) to build the stand-in libcudart")
+    found = subprocess.run([str(PY36), "-c", "import importlib.util as u; print([n for n in ('pycuda', 'cuda') "
+                            "if u.find_spec(n)])"], stdout=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert found.stdout.strip() == "[]", "the Python 3.6 venv must not have pycuda or cuda-python for this test"
+    library = cudart_standin.build(tmp_path / "cuda-10.2" / "lib")
+    trt_standin.write(tmp_path / "dist-packages", "8.2.1")
+    monkeypatch.setenv("DEPLOY_LIBCUDART", str(library))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "dist-packages"))
+    onnx_path = tiny_onnx(tmp_path / "m.onnx")
+    engine = tmp_path / "m.engine"
+    engine.write_bytes(trt_standin.engine_bytes(onnx_path, max_batch=8))
+    device = Device(device_cfg(work_dir=str(tmp_path / "work"), python=str(PY36)))
+    try:
+        ping = device.ping()
+        assert ping["python"].startswith("3.6.") and not ping["has"]["pycuda"] and not ping["has"]["cuda"]
+        remote = device.transport.send(engine)
+        answer = device.call({"command": "benchmark", "model": remote, "backend": "tensorrt", "batch_sizes": [1, 4],
+                              "warmup": 2, "iterations": 5})
+        assert answer["label"]["runtime"] == "tensorrt" and answer["label"]["cuda"] == "libcudart"
+        for result in answer["results"]:
+            times = result["times_ms"]
+            assert len(times["total_ms"]) == 5 and set(times) == {"h2d_ms", "compute_ms", "d2h_ms", "total_ms"}
+            for total, h2d, compute, d2h in zip(times["total_ms"], times["h2d_ms"], times["compute_ms"], times["d2h_ms"]):
+                assert total >= h2d + compute + d2h - 1e-3
+            assert result["loop"]["calls"] == 5 and result["loop"]["seconds"] > 0
+        session = DeviceSession(device, remote, "tensorrt")
+        images = np.random.RandomState(3).uniform(0, 255, (6, 4, 4, 3)).astype(np.float32)
+        from pipeline.backends import load_onnx
+
+        np.testing.assert_allclose(session.run({"input": images})[0],
+                                   load_onnx(onnx_path).run({"input": images})[0], rtol=1e-5, atol=1e-7)
+        report = batch_consistency(session, images, (2, 4), tolerance=1e-5, rtol=1e-4, model=str(engine))
+        assert report.passed, report.to_dict()
+        facts = device.probe()
+        assert facts["cuda_binding"]["binding"] == "libcudart" and facts["cuda_binding"]["version"] == "10.2"
+    finally:
+        device.transport.close()

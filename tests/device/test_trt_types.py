@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = [ROOT / "pipeline" / "device" / "agent" / name for name in ("trt_engine.py", "trt_dla.py", "trt_calibration.py",
                                                                   "trt_runtime.py", "cuda.py", "cuda_binding.py",
-                                                                  "cudart_ctypes.py")]
+                                                                  "cudart_ctypes.py", "trt_precision.py", "trtexec_build.py")]
 
 
 def _stub_dirs():

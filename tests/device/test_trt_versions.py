@@ -17,7 +17,7 @@ from devicekit import tiny_onnx
 
 
 def fake_tensorrt(version, fast_fp16=True, fast_int8=False, build_fails=False, dla_cores=0, inspector_layers=None,
-                  build_log=()):
+                  build_log=(), half_layers=False):
     """``inspector_layers``: what the engine inspector's JSON lists under "Layers" (None: no inspector);
     ``build_log``: INFO lines the builder logs. Calibration batches are read from the recording CUDA
     stand-in (``trt.cuda``, set by the ``use`` fixture): an out-of-bounds read is recorded, where a real
@@ -36,8 +36,13 @@ def fake_tensorrt(version, fast_fp16=True, fast_int8=False, build_fails=False, d
             pass
 
     trt.Logger, trt.ILogger = Logger, ILogger
-    trt.NetworkDefinitionCreationFlag = types.SimpleNamespace(EXPLICIT_BATCH=0)
-    trt.BuilderFlag = types.SimpleNamespace(FP16="FP16", INT8="INT8", GPU_FALLBACK="GPU_FALLBACK", TF32="TF32")
+    if v >= (11, 0):  # pyCore.cpp @v11.1: no EXPLICIT_BATCH, no FP16/INT8 flags (TF32, GPU_FALLBACK remain)
+        trt.NetworkDefinitionCreationFlag = types.SimpleNamespace(STRONGLY_TYPED=1)
+        trt.BuilderFlag = types.SimpleNamespace(GPU_FALLBACK="GPU_FALLBACK", TF32="TF32")
+    else:
+        trt.NetworkDefinitionCreationFlag = types.SimpleNamespace(EXPLICIT_BATCH=0)
+        trt.BuilderFlag = types.SimpleNamespace(FP16="FP16", INT8="INT8", GPU_FALLBACK="GPU_FALLBACK", TF32="TF32")
+    trt.DataType = types.SimpleNamespace(FLOAT="DataType.FLOAT", HALF="DataType.HALF")
     trt.DeviceType = types.SimpleNamespace(DLA="DLA", GPU="GPU")
     if v >= (8, 2):
         trt.ProfilingVerbosity = types.SimpleNamespace(DETAILED="DETAILED", LAYER_NAMES_ONLY="LAYER_NAMES_ONLY")
@@ -47,7 +52,8 @@ def fake_tensorrt(version, fast_fp16=True, fast_int8=False, build_fails=False, d
         def __init__(self):
             calls.append(("calibrator_init",))
 
-    trt.IInt8EntropyCalibrator2 = IInt8EntropyCalibrator2
+    if v < (11, 0):  # pyInt8.cpp is gone @v11.0
+        trt.IInt8EntropyCalibrator2 = IInt8EntropyCalibrator2
     if v >= (8, 4):
         trt.MemoryPoolType = types.SimpleNamespace(WORKSPACE="WORKSPACE")
     trt.Dims = lambda shape: tuple(shape)
@@ -56,8 +62,19 @@ def fake_tensorrt(version, fast_fp16=True, fast_int8=False, build_fails=False, d
         def __init__(self, name, shape):
             self.name, self.shape, self.dtype = name, shape, "DataType.FLOAT"
 
+    class Layer:
+        name, num_outputs = "layer", 1
+
+        def get_output(self, j):
+            out = Tensor("out", (-1, 3))
+            out.dtype = "DataType.HALF" if half_layers else "DataType.FLOAT"
+            return out
+
     class Network:
-        num_layers, num_inputs, num_outputs = 0, 1, 1
+        num_layers, num_inputs, num_outputs = 2, 1, 1
+
+        def get_layer(self, i):
+            return Layer()
 
         def __init__(self, flags):
             calls.append(("create_network", flags))
@@ -210,6 +227,8 @@ def fake_tensorrt(version, fast_fp16=True, fast_int8=False, build_fails=False, d
     if v < (8, 2) or inspector_layers is None:
         del Engine.create_engine_inspector
     Builder.num_DLA_cores = dla_cores
+    if v >= (11, 0):  # removed @v11.0 (present @v10.16)
+        del Builder.platform_has_fast_fp16, Builder.platform_has_fast_int8
     trt.Builder, trt.OnnxParser, trt.Runtime = Builder, OnnxParser, Runtime
     return trt
 
@@ -488,9 +507,45 @@ def test_dla_placement_comes_from_the_engine_inspector(use, tmp_path):
     result = _dla_build(tmp_path)
     assert ("set", "profiling_verbosity", "DETAILED") in trt.calls and ("set", "DLA_core", 1) in trt.calls
     assert ("runtime", "DLA_core", 1) in trt.calls and ("get_engine_information", "JSON") in trt.calls
-    assert result["dla"] == {"core": 1, "layers_on_dla": 1, "layers_on_gpu": 2, "runs_on": "mixed",
+    assert result["dla"] == {"core": 1, "layers_on_dla": 1, "layers_on_gpu": 1, "io_layers": 1, "runs_on": "mixed",
                              "source": "engine_inspector"}
     assert result["dla_core"] == 1
+
+
+def test_a_fully_dla_engine_with_its_io_layers_reads_dla(use, tmp_path):
+    """Review N10: a DLA engine's copies in and out of DLA memory and its reformats are not GPU layers
+    (NVIDIA/TensorRT#3143: ``images to nvm``, ``{ForeignNode[...]}``, ``head_3 from nvm``, ``... copy finish``)."""
+    layers = [{"Name": "images to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[Conv_0...Softmax_7]}",
+                                                                   "LayerType": "ForeignNode"},
+              {"Name": "probabilities from nvm", "LayerType": "Reformat"},
+              {"Name": "probabilities copy finish", "LayerType": "Reformat"}]
+    use(fake_tensorrt("8.5.2", dla_cores=2, inspector_layers=layers))
+    result = _dla_build(tmp_path)
+    assert result["dla"] == {"core": 1, "layers_on_dla": 1, "layers_on_gpu": 0, "io_layers": 3, "runs_on": "dla",
+                             "source": "engine_inspector"}
+    assert result["dla_core"] == 1
+
+
+TRT10_LOG = ["[I] ", "[I] --------------- Layers running on DLA:",
+             "[I] [DlaLayer] {ForeignNode[Conv_0...Relu_5]}, [DlaLayer] {ForeignNode[Conv_8...Relu_9]}, ",
+             "[I] --------------- Layers running on GPU:",
+             "[I] [GpuLayer] SOFTMAX: Softmax_7, [GpuLayer] REFORMAT: input to nvm, ",
+             "[I] Total Activation Memory: 1024"]
+
+
+def test_the_build_log_summary_of_tensorrt_10_and_of_trtexec(use, tmp_path):
+    """Review N10: TensorRT 10 prints "--------------- Layers running on DLA:" and the layers comma-separated
+    on one line (NVIDIA/TensorRT samples/sampleCudla/README.md @v10.16, @v11.1); trtexec prefixes every
+    line with a timestamp, [I] and [TRT]."""
+    from pipeline.device.agent.trt_dla import placement_from_log
+
+    want = {"core": 0, "layers_on_dla": 2, "layers_on_gpu": 1, "io_layers": 1, "runs_on": "mixed",
+            "source": "build_log"}
+    assert placement_from_log(0, TRT10_LOG) == want
+    trtexec = ["[11/28/2026-01:02:03] [I] [TRT] " + line[4:] for line in TRT10_LOG]
+    assert placement_from_log(0, trtexec) == want
+    use(fake_tensorrt("8.0.1", dla_cores=2, build_log=[line[4:] for line in TRT10_LOG]))
+    assert _dla_build(tmp_path)["dla"] == dict(want, core=1)
 
 
 def test_a_dla_build_that_landed_on_the_gpu_is_not_labelled_with_a_core(use, tmp_path):
@@ -506,12 +561,12 @@ def test_dla_placement_falls_back_to_the_build_log_then_unknown(use, tmp_path):
            "[GpuLayer] SHUFFLE: Reshape_6", "Total Activation Memory: 1024"]
     use(fake_tensorrt("8.0.1", dla_cores=2, build_log=log))  # no engine inspector before 8.2
     result = _dla_build(tmp_path)
-    assert result["dla"] == {"core": 1, "layers_on_dla": 1, "layers_on_gpu": 2, "runs_on": "mixed",
+    assert result["dla"] == {"core": 1, "layers_on_dla": 1, "layers_on_gpu": 2, "io_layers": 0, "runs_on": "mixed",
                              "source": "build_log"}
     use(fake_tensorrt("8.0.1", dla_cores=2))
     result = _dla_build(tmp_path)
-    assert result["dla"] == {"core": 1, "layers_on_dla": None, "layers_on_gpu": None, "runs_on": "unknown",
-                             "source": "unavailable"}
+    assert result["dla"] == {"core": 1, "layers_on_dla": None, "layers_on_gpu": None, "io_layers": None,
+                             "runs_on": "unknown", "source": "unavailable"}
     assert result["dla_core"] is None
 
 
@@ -529,3 +584,66 @@ def test_a_gpu_build_has_no_dla_key(use, tmp_path):
     use(fake_tensorrt("8.5.2"))
     result = _build(tmp_path)
     assert "dla" not in result and result["dla_core"] is None
+
+
+# -- TensorRT 11: strongly typed networks only (review N1) ------------------------------------------------------
+
+def _build_request(tmp_path, precision, **kw):
+    model = tiny_onnx(tmp_path / "m.onnx")
+    request = {"command": "build", "onnx": str(model), "engine": str(tmp_path / "m.engine"), "precision": precision,
+               "profile": {"input": {"min": [1, 4, 4, 3], "opt": [4, 4, 4, 3], "max": [8, 4, 4, 3]}},
+               "log": str(tmp_path / "build.log")}
+    request.update(kw)
+    return request
+
+
+def test_tensorrt_11_builds_fp32_strongly_typed_without_the_removed_calls(use, tmp_path):
+    """pyCore.cpp @v11.1 has no BuilderFlag.FP16/INT8, no platform_has_fast_*, no EXPLICIT_BATCH: the old code
+    read platform_has_fast_fp16 for every precision and answered AttributeError ("an agent error")."""
+    from pipeline.device.agent import commands
+
+    trt = use(fake_tensorrt("11.1.0"), numpy_version="2.1.0")
+    result = commands.dispatch(_build_request(tmp_path, "fp32"))
+    assert ("create_network", 0) in trt.calls and ("clear_flag", "TF32") in trt.calls
+    assert not [c for c in trt.calls if c[0] == "set_flag"]
+    assert result["tensorrt_version"] == "11.1.0" and (tmp_path / "m.engine").exists()
+
+
+def test_tensorrt_11_builds_fp16_from_a_model_typed_fp16_on_the_host(use, tmp_path):
+    from pipeline.device.agent import commands
+
+    trt = use(fake_tensorrt("11.1.0", half_layers=True), numpy_version="2.1.0")
+    result = commands.dispatch(_build_request(tmp_path, "fp16", typed="fp16"))
+    assert not [c for c in trt.calls if c[0] in ("set_flag", "clear_flag")] and result["typed"] == "fp16"
+
+
+@pytest.mark.parametrize("precision,typed,half,message", [
+    ("fp16", None, True, "builds strongly typed networks only (no fp16 builder flag)"),
+    ("fp16", "fp16", False, "has no fp16 tensor after parsing"),
+    ("int8", None, False, "removed the int8 calibrator and builder flag"),
+])
+def test_tensorrt_11_refuses_what_it_cannot_build_in_one_line(use, tmp_path, precision, typed, half, message):
+    from pipeline.device.agent import AgentError, commands
+
+    use(fake_tensorrt("11.1.0", fast_int8=True, half_layers=half), numpy_version="2.1.0")
+    numpy.save(str(tmp_path / "calib.npy"), numpy.zeros((16, 4, 4, 3), numpy.float32))
+    request = _build_request(tmp_path, precision, typed=typed,
+                             calibration={"images": str(tmp_path / "calib.npy"), "batch_size": 8})
+    with pytest.raises(AgentError) as err:
+        commands.dispatch(request)
+    assert err.value.kind == "build-failed" and message in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "m.engine").exists()
+
+
+def test_a_tensorrt_newer_than_deploy_knows_is_refused_by_name_for_builds_and_runs(use, tmp_path):
+    from pipeline.device.agent import AgentError, commands
+
+    use(fake_tensorrt("12.0.0"), numpy_version="2.1.0")
+    with pytest.raises(AgentError) as err:
+        commands.dispatch(_build_request(tmp_path, "fp32"))
+    assert err.value.kind == "build-failed"
+    assert "TensorRT 12.0.0 is newer than the TensorRT APIs this deploy knows (8.x to 11.x)" in str(err.value)
+    (tmp_path / "m.engine").write_bytes(b"plan")
+    with pytest.raises(AgentError, match="TensorRT 12.0.0 is newer") as err:
+        commands.dispatch({"command": "describe", "model": str(tmp_path / "m.engine"), "backend": "tensorrt"})
+    assert err.value.kind == "tensorrt"

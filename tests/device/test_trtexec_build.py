@@ -108,3 +108,78 @@ def test_trtexec_never_gets_the_agents_stdin(tmp_path):
 def test_dla_with_fp32_is_refused_by_trtexec_too(tmp_path):
     with pytest.raises(AgentError, match="DLA runs fp16 and int8 only"):
         command("trtexec", _request(tmp_path, tensorrt="8.5.2", precision="fp32", dla_core=0), "out.tmp")
+
+
+def _dla_stand_in(tmp_path, log_lines, layers=None):
+    """A trtexec that prints ``log_lines`` and, given --exportLayerInfo, writes ``layers`` as the inspector's JSON."""
+    log = tmp_path / "dla.log"
+    log.write_text("\n".join(log_lines) + "\n")
+    script = tmp_path / "trtexec"
+    script.write_text("#!{}\nimport json, sys\nsys.stdout.write(open({!r}).read())\n"
+                      "opts = dict(a[2:].split('=', 1) for a in sys.argv[1:] if '=' in a)\n"
+                      "open(opts['saveEngine'], 'wb').write(b'plan')\n"
+                      "if {!r} is not None and 'exportLayerInfo' in opts:\n"
+                      "    json.dump({{'Layers': {!r}, 'Bindings': []}}, open(opts['exportLayerInfo'], 'w'))\n".format(
+                          sys.executable, str(log), layers, layers))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+STATIC = {"input": {"min": [4, 32, 32, 3], "opt": [4, 32, 32, 3], "max": [4, 32, 32, 3]}}
+
+
+def test_a_trtexec_dla_build_gets_its_placement_from_the_inspector_json(tmp_path):
+    """Review N3/N5: trtexec DLA builds were labelled with the requested core unchecked. Now
+    --profilingVerbosity=detailed --exportLayerInfo (trtexec 8.2+) says where the layers ran."""
+    argv = command("trtexec", _request(tmp_path, tensorrt="8.5.2", dla_core=1, profile=STATIC), "m.tmp")
+    assert "--profilingVerbosity=detailed" in argv and "--exportLayerInfo=m.tmp.layers.json" in argv
+    on_gpu = [{"Name": "Conv_0", "LayerType": "Convolution"}, {"Name": "Softmax_7", "LayerType": "SoftMax"}]
+    result = build(_request(tmp_path, tensorrt="8.5.2", dla_core=1, profile=STATIC,
+                            trtexec=_dla_stand_in(tmp_path, ["&&&& PASSED TensorRT.trtexec [TensorRT v8502] # x"],
+                                                  on_gpu)))
+    assert result["dla"]["runs_on"] == "gpu" and result["dla"]["source"] == "engine_inspector"
+    assert result["dla_core"] is None  # never labelled with a core it did not use
+    on_dla = [{"Name": "input to nvm", "LayerType": "Reformat"}, {"Name": "{ForeignNode[Conv_0...Softmax_7]}"},
+              {"Name": "probabilities from nvm", "LayerType": "Reformat"}]
+    result = build(_request(tmp_path, tensorrt="8.5.2", dla_core=1, profile=STATIC,
+                            trtexec=_dla_stand_in(tmp_path, ["&&&& PASSED TensorRT.trtexec [TensorRT v8502] # x"],
+                                                  on_dla)))
+    assert result["dla"] == {"core": 1, "layers_on_dla": 1, "layers_on_gpu": 0, "io_layers": 2, "runs_on": "dla",
+                             "source": "engine_inspector"}
+    assert result["dla_core"] == 1 and not list(tmp_path.glob("*.layers.json"))
+
+
+def test_a_trtexec_dla_build_without_the_json_reads_its_log(tmp_path):
+    """trtexec 8.0 has no --exportLayerInfo: the build log's summary (TensorRT 10's one-line format here)."""
+    argv = command("trtexec", _request(tmp_path, tensorrt="8.0.1", dla_core=0, profile=STATIC), "m.tmp")
+    assert not any(a.startswith(("--exportLayerInfo", "--profilingVerbosity")) for a in argv)
+    log = ["[11/28/2026-01:02:03] [I] [TRT] --------------- Layers running on DLA:",
+           "[11/28/2026-01:02:03] [I] [TRT] [DlaLayer] {ForeignNode[Conv_0...Relu_5]}, ",
+           "[11/28/2026-01:02:03] [I] [TRT] --------------- Layers running on GPU:",
+           "[11/28/2026-01:02:03] [I] [TRT] [GpuLayer] SOFTMAX: Softmax_7, ",
+           "&&&& PASSED TensorRT.trtexec [TensorRT v8001] # x"]
+    result = build(_request(tmp_path, tensorrt="8.0.1", dla_core=0, profile=STATIC,
+                            trtexec=_dla_stand_in(tmp_path, log)))
+    assert result["dla"] == {"core": 0, "layers_on_dla": 1, "layers_on_gpu": 1, "io_layers": 0, "runs_on": "mixed",
+                             "source": "build_log"}
+    assert result["dla_core"] == 0
+
+
+def test_tensorrt_11_trtexec_has_no_precision_flags(tmp_path):
+    """trtexec @v11.1 (samples/common/sampleOptions.cpp) parses no --fp16 and no --calib (--int8 only in the
+    safety builder): fp32 as is (--noTF32), fp16 from a model the host typed, int8 refused in one line."""
+    argv = command("trtexec", _request(tmp_path, tensorrt="11.1.0", precision="fp32", profile={}), "m.tmp")
+    assert "--noTF32" in argv and not {"--fp16", "--int8", "--explicitBatch"} & set(argv)
+    argv = command("trtexec", _request(tmp_path, tensorrt="11.1.0", typed="fp16"), "m.tmp")
+    assert not {"--fp16", "--int8"} & set(argv)
+    with pytest.raises(AgentError, match="strongly typed networks only") as err:
+        command("trtexec", _request(tmp_path, tensorrt="11.1.0"), "m.tmp")
+    assert err.value.kind == "build-failed"
+    with pytest.raises(AgentError, match="removed the int8 calibrator"):
+        command("trtexec", _request(tmp_path, tensorrt="11.1.0", precision="int8",
+                                    calibration={"cache": str(tmp_path / "none")}), "m.tmp")
+
+
+def test_a_tensorrt_newer_than_deploy_knows_is_refused_by_name(tmp_path):
+    with pytest.raises(AgentError, match=r"TensorRT 12\.0\.1 is newer than the TensorRT APIs this deploy knows"):
+        command("trtexec", _request(tmp_path, tensorrt="12.0.1"), "m.tmp")

@@ -266,7 +266,8 @@ def build(request):
         return build_onnx(onnx_path, _require(request, "engine"), request.get("precision", "fp16"),
                           request.get("workspace_mb", 1024), request.get("profile") or {},
                           dla_core=request.get("dla_core"), timing_cache=request.get("timing_cache"),
-                          calibration=request.get("calibration"), log_path=request.get("log"))
+                          calibration=request.get("calibration"), log_path=request.get("log"),
+                          typed=request.get("typed"))
     except EngineError as e:
         raise AgentError("build-failed", str(e))
     except CudaError as e:  # the int8 calibrator's CUDA (no device, no binding): the build failed, not the agent

@@ -11,6 +11,11 @@ as NVIDIA's Python bindings show it (python/src/infer/pyCore.cpp in github.com/N
                          bindings (set_binding_shape, execute_async_v2) below
     numpy                TensorRT < 8.6 uses np.bool, gone in numpy 1.24: refused with what to install
                          (NVIDIA/TensorRT tools/Polygraphy/polygraphy/util/util.py at v8.6.1 says so)
+    precision            builder flags FP16/INT8 (+ platform_has_fast_*, the int8 calibrator) up to 10.x;
+                         TensorRT 11 removed them (pyCore.cpp at v11.0/v11.1: networks are always strongly
+                         typed): fp32 as is, fp16 from an ONNX model typed fp16 on the host (request "typed"),
+                         int8 refused (explicit Q/DQ quantization is a step deploy does not do yet)
+    newer                a TensorRT above NEWEST_KNOWN_MAJOR is refused by name, never an AttributeError
 
 Type-checked with mypy against ``tensorrt-stubs`` (the 10.x API); calls that exist only in 8.x go
 through ``getattr`` with the version named. tensorrt, numpy and pycuda / cuda-python are imported inside
@@ -25,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple  # noqa: F401
 from . import EngineError, write_atomic  # noqa: F401  (EngineError: imported from here by the agent's modules)
 from .trt_calibration import calibration_batch, cuda_for_build, entropy_calibrator, null_context
 from .trt_dla import dla_placement, setup_dla
+from .trt_precision import (STRONGLY_TYPED_FROM, has_half_tensors, precision_flags,  # noqa: F401  (precision_flags:
+                            set_precision, strongly_typed_precision)  # imported from here by trtexec_build)
 
 if TYPE_CHECKING:  # mypy reads tensorrt-stubs; at run time tensorrt is imported inside the functions
     import tensorrt as trt  # noqa: F401
@@ -50,6 +57,19 @@ def tensorrt_version():
     return getattr(trt, "__version__", None)
 
 
+NEWEST_KNOWN_MAJOR = 11  # the newest TensorRT whose Python API this agent was written against (v11.1's bindings)
+
+
+def newer_than_known(version):
+    # type: (str) -> Optional[str]
+    """The one line refusing a TensorRT newer than this agent knows, or None."""
+    if version_tuple(version)[0] <= NEWEST_KNOWN_MAJOR:
+        return None
+    return ("TensorRT {} is newer than the TensorRT APIs this deploy knows (8.x to {}.x): its Python API and "
+            "trtexec flags may have changed; install a TensorRT {}.x or 10.x for this Python, or update deploy".format(
+                version, NEWEST_KNOWN_MAJOR, NEWEST_KNOWN_MAJOR))
+
+
 def checked_version():
     # type: () -> Tuple[int, int]
     """TensorRT's (major, minor), after the checks every build and run needs."""
@@ -58,6 +78,9 @@ def checked_version():
     version = getattr(trt, "__version__", None)
     if version is None:
         raise ImportError("the 'tensorrt' found is not TensorRT's Python bindings (type stubs only?)")
+    refused = newer_than_known(version)
+    if refused:
+        raise EngineError(refused)
     v = version_tuple(version)
     if v < (8, 6):
         import numpy as np
@@ -102,36 +125,6 @@ def _set_workspace(config, v, workspace_mb):
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, size)
     else:  # max_workspace_size: TensorRT < 8.4 (deprecated in 8.4, removed in 10.0)
         setattr(config, "max_workspace_size", size)
-
-
-def precision_flags(precision, fast_fp16, fast_int8):
-    # type: (str, bool, bool) -> List[str]
-    """The builder flags a precision means on this GPU, the same for the Python builder and trtexec:
-    fp16 -> [fp16]; int8 -> [int8, fp16] where the GPU has fast fp16 (layers int8 cannot run stay fp16,
-    not fp32), else [int8]; fp32 -> []."""
-    if precision == "fp32":
-        return []
-    if precision == "fp16":
-        if not fast_fp16:
-            raise EngineError("this GPU has no fast fp16; set stages.engine.precision: fp32")
-        return ["fp16"]
-    if precision == "int8":
-        if not fast_int8:
-            raise EngineError("this GPU has no fast int8 (TX2 and Nano do not); set stages.engine.precision: fp16")
-        return ["int8", "fp16"] if fast_fp16 else ["int8"]
-    raise EngineError("unknown precision {!r} (fp32, fp16, int8)".format(precision))
-
-
-def _set_precision(builder, config, precision):
-    # type: (trt.Builder, trt.IBuilderConfig, str) -> None
-    import tensorrt as trt
-
-    for flag in precision_flags(precision, builder.platform_has_fast_fp16, builder.platform_has_fast_int8):
-        config.set_flag(trt.BuilderFlag.INT8 if flag == "int8" else trt.BuilderFlag.FP16)
-    if precision == "fp32" and hasattr(trt.BuilderFlag, "TF32"):
-        # TensorRT turns TF32 on by default (Ampere and newer: Orin, desktop GPUs): fp32 means fp32, as in
-        # Polygraphy (TF32 off unless asked) and trtexec --noTF32
-        config.clear_flag(trt.BuilderFlag.TF32)
 
 
 def _timing_cache(config, path, warnings):
@@ -199,24 +192,27 @@ def _write_log(log_path, lines):
 
 
 def build_onnx(onnx_path, engine_path, precision, workspace_mb, profile, dla_core=None, timing_cache=None,
-               calibration=None, log_path=None):
-    # type: (str, str, str, int, Dict[str, Dict[str, List[int]]], Optional[int], Optional[str], Optional[Dict[str, Any]], Optional[str]) -> Dict[str, Any]
+               calibration=None, log_path=None, typed=None):
+    # type: (str, str, str, int, Dict[str, Dict[str, List[int]]], Optional[int], Optional[str], Optional[Dict[str, Any]], Optional[str], Optional[str]) -> Dict[str, Any]
     """Build an engine from an ONNX model; the engine is written to ``engine_path`` only when the build
-    succeeded; the build log to ``log_path`` whether it succeeded or not."""
+    succeeded; the build log to ``log_path`` whether it succeeded or not. ``typed``: "fp16" when the host typed
+the ONNX model fp16 (TensorRT >= 11 takes the precision from the model's types)."""
     import tensorrt as trt
 
     v = checked_version()
+    if v >= STRONGLY_TYPED_FROM:  # before any TensorRT object: a refusal is one line, not a half build
+        strongly_typed_precision(trt.__version__, precision, typed)
     lines = []  # type: List[str]
     try:
         return _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, profile, dla_core,
-                           timing_cache, calibration)
+                           timing_cache, calibration, typed)
     finally:
         _write_log(log_path, lines)
 
 
 def _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, profile, dla_core, timing_cache,
-                calibration):
-    # type: (Any, Tuple[int, int], List[str], str, str, str, int, Dict[str, Dict[str, List[int]]], Optional[int], Optional[str], Optional[Dict[str, Any]]) -> Dict[str, Any]
+                calibration, typed=None):
+    # type: (Any, Tuple[int, int], List[str], str, str, str, int, Dict[str, Dict[str, List[int]]], Optional[int], Optional[str], Optional[Dict[str, Any]], Optional[str]) -> Dict[str, Any]
     warnings = []  # type: List[str]
     # int8: the CUDA context exists before the first TensorRT object (the primary context TensorRT uses too)
     cuda = cuda_for_build() if precision == "int8" else None
@@ -232,9 +228,13 @@ def _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, 
         lines.extend("[E] " + e for e in errors)
         raise EngineError("TensorRT {}'s ONNX parser rejects the model: {}; deploy check --target names what it "
                           "cannot parse".format(trt.__version__, errors[0] if errors else "no message"))
+    if v >= STRONGLY_TYPED_FROM and precision == "fp16" and not has_half_tensors(network):
+        raise EngineError("the model sent as fp16-typed has no fp16 tensor after parsing (TensorRT {} takes the "
+                          "precision from the model's types); re-run the engine stage (deploy run --force "
+                          "engine)".format(trt.__version__))
     config = builder.create_builder_config()
     _set_workspace(config, v, workspace_mb)
-    _set_precision(builder, config, precision)
+    set_precision(builder, config, precision, v, typed)
     optimization = builder.create_optimization_profile()
     for name, shapes in sorted(profile.items()):
         optimization.set_shape(name, trt.Dims(shapes["min"]), trt.Dims(shapes["opt"]), trt.Dims(shapes["max"]))
@@ -274,7 +274,8 @@ def _build_onnx(trt, v, lines, onnx_path, engine_path, precision, workspace_mb, 
               "dla_core": dla_core if dla is not None and dla["runs_on"] in ("dla", "mixed") else None,
               "dla_fallback_layers": fallback, "timing_cache": {"used": used_cache, "path": timing_cache},
               "calibration": calibrator.report() if calibrator is not None else None, "log_lines": len(lines),
-              "warnings": warnings + [line[4:] for line in lines if line.startswith("[W]")][:50], "builder": "python"}
+              "warnings": warnings + [line[4:] for line in lines if line.startswith("[W]")][:50], "builder": "python",
+              "typed": typed if v >= STRONGLY_TYPED_FROM else None}
     if dla is not None:
         result["dla"] = dla
     return result
@@ -314,7 +315,7 @@ def _build_uff(trt, v, lines, uff_path, engine_path, input_name, input_shape, ou
     setattr(builder, "max_batch_size", int(max_batch_size))  # implicit batch: TensorRT <= 8.x
     config = builder.create_builder_config()
     _set_workspace(config, v, workspace_mb)
-    _set_precision(builder, config, precision)
+    set_precision(builder, config, precision, v)
     started = time.time()
     data = _serialize(builder, network, config, v, lines)
     write_atomic(engine_path, data)

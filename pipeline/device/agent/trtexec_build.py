@@ -5,7 +5,11 @@ engine it built; its summary is parsed by ``trtexec.parse_log`` for every format
 Flags by TensorRT version (the ``getAndDelOption`` calls of samples/common/sampleOptions.cpp in
 github.com/NVIDIA/TensorRT at each release tag; tests/device/samples/trtexec/PROVENANCE.md lists them):
 ``--workspace=MB`` up to 8.x, ``--memPoolSize=workspace:MB`` from 8.4 (``--workspace`` is gone in 10.0);
-shapes as ``name:1x32x32x3``; ``--timingCacheFile`` from 8.0; DLA with ``--useDLACore=N --allowGPUFallback``.
+shapes as ``name:1x32x32x3``; ``--timingCacheFile`` from 8.0; DLA with ``--useDLACore=N --allowGPUFallback``
+and, from 8.2, ``--profilingVerbosity=detailed --exportLayerInfo=FILE`` (the engine inspector's JSON: where the
+layers run, ``trt_dla.placement_from_file``; below 8.2 the log's summary). TensorRT 11's trtexec has no
+``--fp16`` / ``--calib`` (``--int8`` only for the safety builder): fp16 comes from a model the host typed fp16,
+int8 is refused (``trt_precision.strongly_typed_precision``); a TensorRT newer than the agent knows is refused.
 """
 
 import hashlib
@@ -15,7 +19,9 @@ import subprocess
 import time
 
 from . import AgentError, ParseError, say
-from .trt_engine import EngineError, precision_flags
+from .trt_dla import placement_from_file
+from .trt_engine import EngineError, newer_than_known, precision_flags
+from .trt_precision import STRONGLY_TYPED_FROM, strongly_typed_precision
 
 CANDIDATES = ("/usr/src/tensorrt/bin/trtexec", "/usr/local/bin/trtexec")
 
@@ -39,9 +45,16 @@ def _dims(shape):
     return "x".join(str(d) for d in shape)
 
 
+def layer_info_path(engine_tmp):
+    return engine_tmp + ".layers.json"
+
+
 def command(exe, request, engine_tmp):
     """The trtexec argv for a build request (see the module docstring for the flags per version)."""
     version = _version(request.get("tensorrt") or "8.0")
+    refused = newer_than_known(request.get("tensorrt") or "8.0")
+    if refused:
+        raise AgentError("build-failed", refused)
     if request.get("dla_core") is not None and request.get("precision") not in ("fp16", "int8"):
         raise AgentError("build-failed", "DLA runs fp16 and int8 only: set stages.engine.precision: fp16 (or int8)")
     argv = [exe, "--onnx=" + request["onnx"], "--saveEngine=" + engine_tmp]
@@ -54,7 +67,7 @@ def command(exe, request, engine_tmp):
     workspace = int(request.get("workspace_mb", 1024))
     argv.append("--memPoolSize=workspace:{}M".format(workspace) if version >= (8, 4) else "--workspace={}".format(workspace))
     precision = request.get("precision", "fp16")
-    if precision == "int8":
+    if precision == "int8" and version < STRONGLY_TYPED_FROM:
         calibration = request.get("calibration") or {}
         cache = calibration.get("cache")
         if not cache or not os.path.exists(cache):
@@ -65,13 +78,18 @@ def command(exe, request, engine_tmp):
     # the host sends the target's answer as "fast_fp16"), so both builders make the same mixed engine
     fast_fp16 = request.get("fast_fp16", True)
     try:
-        argv += ["--" + flag for flag in precision_flags(precision, fast_fp16, True)]
+        if version >= STRONGLY_TYPED_FROM:  # the precision is the model's types: no flag
+            strongly_typed_precision(request.get("tensorrt"), precision, request.get("typed"))
+        else:
+            argv += ["--" + flag for flag in precision_flags(precision, fast_fp16, True)]
     except EngineError as e:
         raise AgentError("build-failed", str(e))
     if precision == "fp32":
         argv.append("--noTF32")  # as the Python builder: TF32 is on by default from Ampere; fp32 means fp32
     if request.get("dla_core") is not None:
         argv += ["--useDLACore={}".format(request["dla_core"]), "--allowGPUFallback"]
+        if version >= (8, 2):  # where the layers ran: the inspector's JSON of the engine it built
+            argv += ["--profilingVerbosity=detailed", "--exportLayerInfo=" + layer_info_path(engine_tmp)]
     if request.get("timing_cache") and version >= (8, 0):
         argv.append("--timingCacheFile=" + request["timing_cache"])
     return argv
@@ -104,8 +122,18 @@ def build(request):
     os.replace(tmp, engine)
     with open(engine, "rb") as f:
         data = f.read()
-    return {"builder": "trtexec", "tensorrt_version": parsed.get("tensorrt_version"), "precision": request.get("precision"),
-            "build_s": time.time() - started, "engine_bytes": len(data),
-            "engine_sha256": hashlib.sha256(data).hexdigest(), "trtexec": {"command": argv[1:], "summary": parsed.get("summary"),
-                                                                          "warnings": parsed.get("warnings", [])},
-            "dla_core": request.get("dla_core"), "dla_fallback_layers": None}
+    dla = None
+    if request.get("dla_core") is not None:
+        dla = placement_from_file(int(request["dla_core"]), layer_info_path(tmp), text.splitlines())
+        if os.path.exists(layer_info_path(tmp)):
+            os.remove(layer_info_path(tmp))
+    result = {"builder": "trtexec", "tensorrt_version": parsed.get("tensorrt_version"),
+              "precision": request.get("precision"), "build_s": time.time() - started, "engine_bytes": len(data),
+              "engine_sha256": hashlib.sha256(data).hexdigest(),
+              "trtexec": {"command": argv[1:], "summary": parsed.get("summary"), "warnings": parsed.get("warnings", [])},
+              # dla_core only where layers run on the DLA: a GPU engine is never labelled with a core
+              "dla_core": dla["core"] if dla is not None and dla["runs_on"] in ("dla", "mixed") else None,
+              "dla_fallback_layers": None, "typed": request.get("typed")}
+    if dla is not None:
+        result["dla"] = dla
+    return result
