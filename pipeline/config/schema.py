@@ -2,7 +2,7 @@
 
 import difflib
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -11,9 +11,35 @@ from pipeline.targets.device import RUNNABLE_ROUTES, Route
 from pipeline.train.zoo import ZOO
 
 
+SEED_MAX = 2 ** 32 - 1  # numpy's and TensorFlow's seeds are 32-bit
+
+
+def _holds_numbers(annotation):
+    """Whether a field's type is a number (int or float), alone or inside Optional[...] / List[...]."""
+    if annotation in (int, float):
+        return True
+    if get_origin(annotation) in (Union, list, List):
+        return any(_holds_numbers(a) for a in get_args(annotation) if a is not type(None))
+    return False
+
+
 class _Section(BaseModel):
     # nan and inf are refused everywhere: a nan tolerance would pass any comparison
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_are_not_numbers(cls, v, info):
+        # pydantic reads true as 1 and false as 0 for an int or float field: `device.port: true` became port 1,
+        # `epochs: yes` one epoch (YAML 1.1 reads yes/no/on/off as booleans too)
+        field = cls.model_fields.get(info.field_name)
+        values = v if isinstance(v, list) else [v]
+        if field is not None and any(isinstance(x, bool) for x in values) and _holds_numbers(field.annotation):
+            shown = str(v).lower() if isinstance(v, bool) else "[{}]".format(", ".join(
+                str(x).lower() if isinstance(x, bool) else repr(x) for x in v))
+            raise ValueError("{} {} a boolean, not a number: give a number (YAML reads true/false, yes/no and on/off "
+                             "as booleans)".format(shown, "is" if isinstance(v, bool) else "holds"))
+        return v
 
 
 # ---------------------------------------------------------------------------------- sections
@@ -38,7 +64,7 @@ class ModelSection(_Section):
     input_size: int = Field(96, ge=32, le=1024, description="Input height and width in pixels.")
     alpha: float = Field(1.0, gt=0, le=1.4, description="mobilenet_v2 width multiplier (e.g. 0.35, 0.5, 0.75, 1.0).")
     dropout: float = Field(0.2, ge=0, lt=1, description="Dropout rate before the classifier.")
-    num_classes: Optional[int] = Field(None, ge=2, description="Number of classes; default: the dataset's.")
+    num_classes: Optional[int] = Field(None, ge=2, le=100000, description="Number of classes; default: the dataset's.")
     bn_momentum: float = Field(0.9, gt=0, lt=1, description="Batch norm moving-average momentum (0.9 suits short runs).")
 
     @model_validator(mode="after")
@@ -56,10 +82,10 @@ class DatasetSection(_Section):
     generate: Optional[Literal["shapes"]] = Field(
         None, description="Generate this synthetic dataset at `path` when it is missing (`deploy data shapes`)."
     )
-    train_per_class: int = Field(150, ge=1, description="Images per class in train/ when deploy generates the dataset.")
-    val_per_class: int = Field(30, ge=0, description="Images per class in val/ when deploy generates the dataset.")
+    train_per_class: int = Field(150, ge=1, le=100000, description="Images per class in train/ when deploy generates the dataset.")
+    val_per_class: int = Field(30, ge=0, le=100000, description="Images per class in val/ when deploy generates the dataset.")
     val_split: float = Field(0.2, ge=0, lt=1, description="Fraction held out for validation when there is no val/ folder.")
-    seed: int = Field(0, ge=0, description="Seed of the train/val split and of the generated dataset.")
+    seed: int = Field(0, ge=0, le=SEED_MAX, description="Seed of the train/val split and of the generated dataset.")
 
 
 class DistributeOptions(_Section):
@@ -71,12 +97,12 @@ class DistributeOptions(_Section):
 class TrainOptions(_Section):
     """Fit the model on the dataset; a checkpoint per epoch."""
 
-    epochs: int = Field(3, ge=1, description="Passes over the training set.")
+    epochs: int = Field(3, ge=1, le=10000, description="Passes over the training set (at most 10,000).")
     batch_size: int = Field(32, ge=1, le=4096, description="Images per training step.")
     learning_rate: float = Field(1e-3, gt=0, description="Optimizer learning rate.")
     optimizer: Literal["adam", "sgd", "rmsprop"] = Field("adam", description="Keras optimizer.")
     augment: bool = Field(False, description="Random left-right flips of training images.")
-    seed: int = Field(0, ge=0, description="Seed of weight initialisation, shuffling and augmentation.")
+    seed: int = Field(0, ge=0, le=SEED_MAX, description="Seed of weight initialisation, shuffling and augmentation.")
     init_from: Optional[str] = Field(None, description="Weights to start from (fine-tuning): a TF2 or TF1 checkpoint, a .keras / .weights.h5 / .h5 file or a frozen .pb; variables are matched by name and shape (deploy ckpt diff shows the report).")
     exclude_scopes: List[str] = Field(default_factory=list, description="Variables under these scopes are not restored (e.g. [probabilities] when the number of classes changes).")
     trainable_scopes: Optional[List[str]] = Field(None, description="Train only variables under these scopes; the rest are frozen (TF-slim's train_image_classifier).")
@@ -144,7 +170,7 @@ class EngineOptions(_Section):
     """Build a TensorRT engine on the device (pending where the device has no TensorRT)."""
 
     precision: Literal["fp32", "fp16", "int8"] = Field("fp16", description="Must be one the target supports (deploy targets NAME).")
-    workspace_mb: int = Field(1024, ge=16, description="TensorRT builder workspace.")
+    workspace_mb: int = Field(1024, ge=16, le=1048576, description="TensorRT builder workspace.")
     max_batch_size: int = Field(8, ge=1, le=1024, description="Largest batch of the engine's optimisation profile (benchmark batch sizes must fit).")
     builder: Literal["python", "trtexec"] = Field("python", description="python: the TensorRT Python API in the device agent; trtexec: NVIDIA's trtexec (its log parsed).")
     dla_core: Optional[int] = Field(None, ge=0, le=1, description="Build for this DLA core with GPU fallback (boards with DLA: Xavier, Orin): precision fp16 or int8, and one static batch size (the benchmark's only batch size, else max_batch_size); engine.json's dla says where the layers ran.")
@@ -202,10 +228,10 @@ class DeviceSection(_Section):
 class BenchmarkOptions(_Section):
     """Latency and throughput per batch size: on the device when `device` is set (the engine on TensorRT, else the ONNX model on ONNX Runtime there), otherwise ONNX Runtime's CPU provider on this machine (host numbers, never reported as the target's)."""
 
-    batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1, description="Batch sizes to measure (1 to 1024).")
-    warmup: int = Field(10, ge=0, description="Untimed runs before measuring.")
-    iterations: int = Field(100, ge=1, description="Timed runs per batch size.")
-    duration_s: Optional[float] = Field(None, gt=0, description="Measure for this many seconds per batch size instead of a number of iterations.")
+    batch_sizes: List[int] = Field(default_factory=lambda: [1, 8], min_length=1, max_length=64, description="Batch sizes to measure (1 to 1024, at most 64 of them).")
+    warmup: int = Field(10, ge=0, le=1000000, description="Untimed runs before measuring (at most 1,000,000).")
+    iterations: int = Field(100, ge=1, le=1000000, description="Timed runs per batch size (at most 1,000,000).")
+    duration_s: Optional[float] = Field(None, gt=0, le=3600, description="Measure for this many seconds per batch size instead of a number of iterations (at most 3600).")
     inputs: Literal["dataset", "random"] = Field("dataset", description="Dataset images (repeated to fill a batch) or seeded random pixels.")
     consistency: bool = Field(True, description="Also check batch consistency: each of `consistency_samples` images alone vs inside batches of the batch sizes above 1 (every position up to 16, 8 sampled positions above); the stage fails when outputs differ.")
     consistency_samples: int = Field(4, ge=1, le=256, description="Images for the batch-consistency check.")
