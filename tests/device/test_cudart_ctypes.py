@@ -218,3 +218,16 @@ def test_infer_outside_the_profile_is_a_run_failure_not_an_agent_bug(engine_file
     assert caught.value.kind == "run-failed"
     assert "outside the engine's optimisation profile" in str(caught.value) and "[9, 4, 4, 3]" in str(caught.value)
     assert issubclass(EngineError, Exception)
+
+
+def test_the_benchmark_says_the_engines_copies_did_not_overlap(engine_file, standin):
+    """Review N11: the throughput loop runs copies and compute in order on one stream (trtexec overlaps them
+    by default), and the answer says so; ONNX Runtime has no copies to overlap."""
+    path, onnx_path = engine_file
+    answer = commands.dispatch({"command": "benchmark", "model": str(path), "backend": "tensorrt", "batch_sizes": [2],
+                                "warmup": 1, "iterations": 3})
+    assert answer["results"][0]["loop"]["copies_overlap"] is False
+    commands.forget_models()
+    answer = commands.dispatch({"command": "benchmark", "model": str(onnx_path), "backend": "onnxruntime",
+                                "batch_sizes": [2], "warmup": 1, "iterations": 3, "providers": ["CPUExecutionProvider"]})
+    assert answer["results"][0]["loop"]["copies_overlap"] is None

@@ -207,8 +207,9 @@ def _first_call(model, feed, batch_size):
 
 def _loop(model, feed, calls, sampler, interval_ms):
     """({calls, seconds} of back-to-back inference, the power window or None)."""
+    overlap = getattr(model, "copies_overlap", None)  # whether the loop's copies overlapped compute (None: no copies)
     if sampler is None:
-        return {"calls": calls, "seconds": model.loop(feed, calls)}, None
+        return {"calls": calls, "seconds": model.loop(feed, calls), "copies_overlap": overlap}, None
     min_s = MIN_POWER_SAMPLES * interval_ms / 1000.0
     give_up_s = 3 * min_s + 10.0  # a stalled tegrastats must not hang the benchmark
     sampler.mark()
@@ -222,7 +223,7 @@ def _loop(model, feed, calls, sampler, interval_ms):
         chunk = max(1, int(left * done / seconds) + 1) if seconds > 0 else 2 * chunk
     window = sampler.window()
     window.update(interval_ms=interval_ms, min_window_s=min_s, min_samples=MIN_POWER_SAMPLES)
-    return {"calls": done, "seconds": seconds}, window
+    return {"calls": done, "seconds": seconds, "copies_overlap": overlap}, window
 
 
 def infer(request):

@@ -230,9 +230,10 @@ class Engine(object):
 
     def time(self, feed, warmup, iterations, duration_s=None):
         # type: (Dict[str, Any], int, int, Optional[float]) -> List[Dict[str, float]]
-        """Per call: total_ms = wall-clock time of one synchronous inference (H2D, execute, D2H and the stream
-        sync: trtexec's "Latency"); h2d_ms, compute_ms, d2h_ms from CUDA events between the phases (the GPU's
-        split; compute_ms is the "GPU compute" figure)."""
+        """Per call: total_ms = the host's wall time per call (copies, execute, sync: the four event records,
+        H2D, execute, D2H and the stream sync, Python included); h2d_ms, compute_ms, d2h_ms from CUDA events
+        between the phases (the GPU's split; compute_ms is trtexec's "GPU Compute Time", and their sum is
+        what trtexec calls "Latency": an event sum, not a wall time)."""
         made = self._prepare(feed)
         cuda, stream = self.cuda, self.stream
         calls = []  # type: List[Dict[str, float]]
@@ -261,10 +262,14 @@ class Engine(object):
                     cuda.destroy_event(event)
         return calls
 
+    copies_overlap = False  # one stream: each call's H2D, execute and D2H run in order, never beside another's
+
     def loop(self, feed, calls):
         # type: (Dict[str, Any], int) -> float
         """Wall seconds of ``calls`` back-to-back inferences (copies included), one sync at the end:
-        throughput = batch * calls / seconds."""
+        throughput = batch * calls / seconds. The copies do not overlap compute (one stream; trtexec overlaps
+        them by default, ``--exposeDMA`` off), so this is trtexec's Throughput only where copies are cheap
+        (unified memory on a Jetson)."""
         made = self._prepare(feed)
         cuda, stream = self.cuda, self.stream
         with cuda.active():

@@ -17,7 +17,10 @@ device, compute_capability, format, passed True/False/None, command, summary | N
 total_host_walltime_s, total_gpu_compute_s}; each ``*_ms`` is {min, max, mean, median, p90, p95, p99}
 in milliseconds (None for what the version does not print, or a value the capture cut) or None when the
 line is absent. trtexec prints milliseconds everywhere except Throughput (queries/s) and the Total lines
-(seconds); values may be in exponent form (``2.5563e+06``). With implicit batch (``--batch=N``, TRT <= 8.x)
+(seconds); values may be in exponent form (``2.5563e+06``). ``latency_ms`` is trtexec's "Latency": the event
+sum H2D + GPU compute + D2H per query (samples/common/sampleReporting.cpp @8.2.1: "the summation of H2D
+Latency, GPU Compute Time, and D2H Latency"), comparable with the agent's ``phases_mean_ms`` summed, not
+with its p50 (the host wall time per call: copies, execute and the sync). With implicit batch (``--batch=N``, TRT <= 8.x)
 a query is N samples. Lines of a capture cut mid-value are kept as far as they parse (``truncated``).
 A text that is not trtexec output raises ParseError naming what was expected.
 
