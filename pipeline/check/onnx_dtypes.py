@@ -1,13 +1,20 @@
 """The dtype rules of the ONNX check (onnx_rules.onnx_findings): every tensor's type against the
 target's TensorRT version — network inputs, each node's data inputs and outputs against the op's
 types (the ONNX schema's type variable), STRING / sequence / optional tensors (no TensorRT version
-has them), INT8 outside Q/DQ, io-only types (UINT8) inside the network, types the parser has no
-mapping for (BF16 on 8.x). A mixin of onnx_rules' rule walker: it reads ``self.out`` (the findings
-collector), ``self.typed``, ``self.io``, ``self.cast_down``, ``self.quantized``, ``self.io_only``,
-``self.io_names``, ``self.version`` and ``self.opset``.
+has them), INT8 outside Q/DQ, io-only types (UINT8) inside the network (and, at the network's edge,
+only into ops whose row lists them), Q/DQ's quantized type against ``quantized_types`` and
+DequantizeLinear's row (no row of 8.2, 8.5 or 10.1 lists UINT8), types the parser
+has no mapping for (BF16 on 8.x). A mixin of onnx_rules' rule walker: it reads ``self.out`` (the
+findings collector), ``self.table``, ``self.typed``, ``self.io``, ``self.cast_down``, ``self.quantized``,
+``self.io_only``, ``self.io_names``, ``self.version`` and ``self.opset``.
 """
 
 from pipeline.check.onnx_types import data_type_var, formal_param, schema_of, type_name
+
+
+# the tensors of Q/DQ that carry the quantized type: (role, index)
+_QDQ_QUANTIZED = {"QuantizeLinear": (("output", 0), ("input", 2)),
+                  "DequantizeLinear": (("input", 0), ("input", 2))}
 
 
 class TypeRules:
@@ -54,6 +61,8 @@ class TypeRules:
         if entry is None or not entry.supported or entry.types is None:
             return
         schema = schema_of(op, node.domain, self.opset)
+        if op in _QDQ_QUANTIZED:
+            self.check_quantized(node, path, scope, entry)
         var = data_type_var(schema, op)
         if var is None:
             return
@@ -68,6 +77,8 @@ class TypeRules:
             if tensor and formal is not None and (formal.type_str == var or op in ("Cast", "CastLike")):
                 checked.append(("output", index, tensor))
         for role, index, tensor in checked:
+            if (role, index) in _QDQ_QUANTIZED.get(op, ()):
+                continue  # check_quantized asks these
             kind = scope.kind(tensor)
             if kind is None or kind[0] != "tensor" or not kind[1]:
                 continue
@@ -77,8 +88,6 @@ class TypeRules:
                 continue
             if name in self.quantized and op in ("QuantizeLinear", "DequantizeLinear"):
                 continue
-            if name in self.io_only and tensor in self.io_names:
-                continue  # reported by the io-only rule where it matters
             if raw in ("STRING",) or raw not in self.io and raw not in self.cast_down:
                 continue  # the tensor rule says it once
             integer_pow = op == "Pow" and name in ("INT32", "INT64", "INT8", "UINT8")
@@ -90,6 +99,27 @@ class TypeRules:
                    "Cast the tensor to a listed type around {} (e.g. FP32), or replace the op".format(op))
             self.out.add("blocker", "dtype", op, name, path, tensor,
                          ("integer Pow: " if integer_pow else "") + cause, fix)
+
+    def check_quantized(self, node, path, scope, entry):
+        """QuantizeLinear's output and zero point, DequantizeLinear's input and zero point: a quantized
+        type of this release (``quantized_types``) that DequantizeLinear's row lists."""
+        op = node.op_type
+        dq = self.table.lookup("DequantizeLinear") if op == "QuantizeLinear" else entry
+        listed = set(self.quantized) & set(getattr(dq, "types", None) or ())
+        for role, index in _QDQ_QUANTIZED[op]:
+            names = node.output if role == "output" else node.input
+            tensor = names[index] if index < len(names) else ""
+            kind = scope.kind(tensor) if tensor else None
+            if kind is None or kind[0] != "tensor" or not kind[1]:
+                continue
+            raw = type_name(kind[1])
+            if raw in listed:
+                continue
+            self.out.add("blocker", "dtype", op, ("quantized_type", raw), path, tensor,
+                         "{} {}: {} {} {} is {}; the {} parser quantizes to {} only".format(
+                             op, path, role, index, tensor, raw, self.version, ", ".join(sorted(listed)) or "nothing"),
+                         "quantize to INT8 with a zero point of 0 (symmetric; TensorRT has no {} quantization), or "
+                         "let TensorRT calibrate (int8 precision)".format(raw))
 
     def check_tensor(self, node, path, scope, tensor):
         """Rules for a tensor as such, checked at its producer."""
