@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh: the agent's CUDA layer and real TensorRT engines on this machine's NVIDIA GPU
-# (issue 18), in at most 10 minutes, with a summary to paste into docs/device.md ("Verified where").
+# (issues 18, 27), with a summary to paste into docs/device.md ("Verified where").
 #
-#   scripts/gpu_check.sh            # from anywhere; the summary goes to ./gpu_check-<date>.txt
+#   scripts/gpu_check.sh                         # TensorRT pinned to the Orin target's 10.3 (targets/agx_orin.yaml)
+#   GPU_CHECK_TENSORRT=newest scripts/gpu_check.sh   # PyPI's newest TensorRT (11.x today: strongly typed only)
 #
 # 1. No NVIDIA GPU (`nvidia-smi -L` lists none and there is no /dev/nvidia0): prints the one line
 #    "no NVIDIA GPU: nothing run" and exits 0.
 # 2. Where a package index answers, installs what is missing into a venv (GPU_CHECK_VENV, default
 #    <repo>/.venv-gpu): deploy with its [tf] extra, pytest, cuda-python (12.x, or 13.x where the driver is
-#    CUDA 13), tensorrt-cu12, polygraphy, and pycuda where nvcc is there to build it. Without an index
-#    (air-gapped lab machines) or with GPU_CHECK_OFFLINE=1 it installs nothing and uses GPU_CHECK_PYTHON
-#    (default python3) as it is: the CUDA tests need only Python, numpy, pytest and a CUDA binding.
+#    CUDA 13: an optional binding, tested beside the default libcudart), TensorRT pinned per target
+#    (tensorrt-cu12==<the target file's tensorrt>.*; GPU_CHECK_TARGET, default agx_orin; a TensorRT of another
+#    version in the venv is replaced), or with GPU_CHECK_TENSORRT=newest the newest tensorrt-cu12 and
+#    onnxconverter-common (fp16 on TensorRT 11 is a model typed fp16 on the host), or GPU_CHECK_TENSORRT=<pip
+#    version spec> (e.g. '==10.16.*'); and pycuda where nvcc is there to build it. Installs have their own time
+#    bound (GPU_CHECK_INSTALL_S, default 1200 s: a first install downloads TensorFlow and TensorRT's GB-sized
+#    libraries), outside the tests' budget. Without an index (air-gapped lab machines) or with
+#    GPU_CHECK_OFFLINE=1 it installs nothing and uses GPU_CHECK_PYTHON (default python3) as it is: the CUDA
+#    tests need only Python, numpy, pytest and the CUDA runtime library (libcudart).
 # 3. Always runs `pytest -m cuda tests/device/test_cuda_real.py`; runs `pytest -m gpu tests/device/test_gpu.py`
-#    where `import tensorrt` works. Prints the GPU, driver, Python, CUDA binding and TensorRT, what ran,
+#    where `import tensorrt` works. Prints the GPU, driver, Python, CUDA bindings and TensorRT, what ran,
 #    what was skipped and why.
 #
 # Exit status: 0 every test that ran passed and at least one ran on the GPU (or: no GPU, nothing run);
-# 1 a test failed or errored, or the 10-minute budget ran out; 2 there is a GPU but every test was
+# 1 a test failed or errored, or the tests' budget ran out; 2 there is a GPU but every test was
 # skipped ("nothing ran on the GPU", with the reasons): the check verified nothing, which a lab
 # engineer or a CI job must not read as a pass.
 #
 # Environment: GPU_CHECK_OUT (summary file), GPU_CHECK_OFFLINE=1, GPU_CHECK_PYTHON, GPU_CHECK_VENV,
-# GPU_CHECK_BUDGET_S (default 600), GPU_CHECK_CUDA_TESTS / GPU_CHECK_GPU_TESTS (the test files),
+# GPU_CHECK_TARGET (default agx_orin), GPU_CHECK_TENSORRT (target | newest | a pip version spec),
+# GPU_CHECK_INSTALL_S (default 1200), GPU_CHECK_BUDGET_S (the tests' budget, default 600, counted from the end
+# of the installs), GPU_CHECK_CUDA_TESTS / GPU_CHECK_GPU_TESTS (the test files),
 # GPU_CHECK_DEVICE_NODE (default /dev/nvidia0; tests/device/test_gpu_check_script.py points it elsewhere).
 
 set -u
@@ -47,6 +56,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo" || exit 1
 out=${GPU_CHECK_OUT:-$here/gpu_check-$stamp.txt}
 budget=${GPU_CHECK_BUDGET_S:-600}
+install_budget=${GPU_CHECK_INSTALL_S:-1200}
+target=${GPU_CHECK_TARGET:-agx_orin}
+trt_wanted=${GPU_CHECK_TENSORRT:-target}
 cuda_tests=${GPU_CHECK_CUDA_TESTS:-tests/device/test_cuda_real.py}
 gpu_tests=${GPU_CHECK_GPU_TESTS:-tests/device/test_gpu.py}
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
@@ -56,6 +68,8 @@ notes=()
 say() { echo "gpu_check: $*"; }
 note() { notes+=("$*"); say "$*"; }
 left() { echo $((budget - ($(date +%s) - started))); }
+install_left() { echo $((install_budget - ($(date +%s) - install_started))); }
+install_started=$(date +%s)
 
 # ---------------------------------------------------------------- the machine
 gpu="unknown"
@@ -91,13 +105,36 @@ newest_python() {  # deploy itself needs Python 3.10+
     return 1
 }
 
-pip_install() {  # pip_install WHAT... : logged, never fatal
-    say "installing $*"
-    if ! "$py" -m pip install --disable-pip-version-check -q "$@" >>"$work/pip.log" 2>&1; then
+pip_install() {  # pip_install WHAT... : logged, never fatal, within the install budget
+    local secs
+    secs=$(install_left)
+    if [ "$secs" -le 10 ]; then
+        note "did not install $*: the ${install_budget}s install budget is spent"
+        return 1
+    fi
+    say "installing $* (at most ${secs}s)"
+    if ! timeout "$secs" "$py" -m pip install --disable-pip-version-check -q "$@" >>"$work/pip.log" 2>&1; then
         note "could not install $* (pip's last lines: $(tail -n 2 "$work/pip.log" | tr '\n' ' '))"
         return 1
     fi
 }
+
+# the TensorRT to test: the target file's version (tensorrt: '10.3' -> tensorrt-cu12==10.3.*), newest, or a spec
+trt_spec=""
+trt_prefix=""
+case "$trt_wanted" in
+    target)
+        trt_prefix=$(sed -n "s/^tensorrt: *['\"]\{0,1\}\([0-9][0-9.]*\)['\"]\{0,1\} *$/\1/p" "targets/$target.yaml" 2>/dev/null | head -n 1)
+        if [ -n "$trt_prefix" ]; then
+            trt_spec="==$trt_prefix.*"
+        else
+            note "targets/$target.yaml names no tensorrt version: TensorRT not pinned"
+        fi
+        ;;
+    newest) ;;
+    *) trt_spec=$trt_wanted ;;
+esac
+say "TensorRT wanted: tensorrt-cu12${trt_spec:- (newest)}${trt_prefix:+ (target $target)}"
 
 base=${GPU_CHECK_PYTHON:-python3}
 if [ "${GPU_CHECK_OFFLINE:-0}" = "1" ]; then
@@ -131,17 +168,28 @@ else
         if missing pipeline || missing tensorflow || missing onnxruntime; then
             pip_install -e "${repo}[tf]"
         fi
-        missing tensorrt && pip_install tensorrt-cu12
-        missing polygraphy && pip_install polygraphy
+        if [ -n "$trt_spec" ]; then
+            have=$("$py" -c 'import tensorrt; print(tensorrt.__version__)' 2>/dev/null)
+            if [ -z "$have" ] || { [ -n "$trt_prefix" ] && [ "${have#"$trt_prefix".}" = "$have" ]; }; then
+                pip_install "tensorrt-cu12$trt_spec"
+            fi
+        elif missing tensorrt; then
+            pip_install tensorrt-cu12
+        fi
+        [ "$trt_wanted" = "newest" ] && missing onnxconverter_common && pip_install onnxconverter-common
     else
         note "$py is older than 3.10: deploy (and so pytest -m gpu) cannot be installed into it"
     fi
     if missing pycuda && command -v nvcc >/dev/null 2>&1; then
-        timeout 240 "$py" -m pip install --disable-pip-version-check -q pycuda >>"$work/pip.log" 2>&1 \
+        pycuda_s=$(install_left)
+        [ "$pycuda_s" -gt 240 ] && pycuda_s=240
+        [ "$pycuda_s" -gt 10 ] && timeout "$pycuda_s" "$py" -m pip install --disable-pip-version-check -q pycuda >>"$work/pip.log" 2>&1 \
             || note "pycuda did not build here (optional: the CUDA tests use cuda-python)"
     fi
 fi
 say "Python: $py ($setup)"
+install_s=$(( $(date +%s) - install_started ))
+started=$(date +%s)  # the tests' budget starts after the installs
 
 # The CUDA libraries of the pip wheels (nvidia-*-cu12, tensorrt_libs) for Polygraphy's and the
 # bindings' dlopen: they are not on the loader's path by themselves.
@@ -177,6 +225,13 @@ def version(dist, module):
 
 
 bindings = []
+try:  # the agent's default: the CUDA runtime library through ctypes
+    from pipeline.device.agent.cudart_ctypes import load
+    runtime, _ = load()
+    if runtime is not None:
+        bindings.append("libcudart {} ({})".format(runtime.version(), runtime.path))
+except Exception:
+    pass
 # cuda-python 12.6+ is a metapackage over cuda-bindings (which holds both modules); pycuda is itself
 for dists, module in ((("cuda-bindings", "cuda-python"), "cuda.bindings.runtime"),
                       (("cuda-bindings", "cuda-python"), "cuda.cudart"), (("pycuda",), "pycuda.driver")):
@@ -286,9 +341,9 @@ for r in rows:
         parts.append("{precision}: p50 {p50}, top-1 {top1}, max diff {diff:.2g}, engine {mb:.1f} MB built in {s:.0f} s".format(
             precision=r["precision"], p50=p50, top1="n/a" if r.get("top1_agreement") is None else "{:.1%}".format(r["top1_agreement"]),
             diff=r.get("max_abs_diff") or 0.0, mb=(r.get("engine_bytes") or 0) / 1e6, s=r.get("build_s") or 0))
-    elif r.get("check") == "polygraphy":
-        parts.append("{} b{}: agent p50 {:.3f} ms vs Polygraphy {:.3f} ms".format(
-            r["precision"], r["batch_size"], r["agent_p50_ms"], r["polygraphy_p50_ms"]))
+    elif r.get("check") == "timing":
+        parts.append("{} b{}: agent GPU compute p50 {:.3f} ms vs bare execute {:.3f} ms".format(
+            r["precision"], r["batch_size"], r["agent_compute_p50_ms"], r["bare_compute_p50_ms"]))
 print("; ".join(parts))
 EOF
 )
@@ -306,10 +361,10 @@ else
     status=0
 fi
 {
-    echo "gpu_check $stamp: $verdict (exit $status, ${elapsed}s)"
+    echo "gpu_check $stamp: $verdict (exit $status, tests ${elapsed}s, installs ${install_s}s)"
     echo "GPU: $gpu; driver $driver${driver_cuda:+ (CUDA $driver_cuda)}"
     echo "$pyver; CUDA binding: $binding_found; TensorRT: $trt"
-    echo "setup: $setup"
+    echo "setup: $setup; TensorRT wanted: tensorrt-cu12${trt_spec:- (newest)}${trt_prefix:+ (target $target)}"
     for r in "${results[@]}"; do echo "ran: $r"; done
     for r in "${reasons[@]+"${reasons[@]}"}"; do echo "skipped: $r"; done
     for n in "${notes[@]+"${notes[@]}"}"; do echo "note: $n"; done

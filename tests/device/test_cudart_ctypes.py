@@ -231,3 +231,28 @@ def test_the_benchmark_says_the_engines_copies_did_not_overlap(engine_file, stan
     answer = commands.dispatch({"command": "benchmark", "model": str(onnx_path), "backend": "onnxruntime",
                                 "batch_sizes": [2], "warmup": 1, "iterations": 3, "providers": ["CPUExecutionProvider"]})
     assert answer["results"][0]["loop"]["copies_overlap"] is None
+
+
+def test_a_real_libcudart_on_this_machine_loads_with_every_call(monkeypatch):
+    """Where a CUDA toolkit or JetPack put a real libcudart (this is not the stand-in): every symbol the binding
+    declares is there with the C signature it expects, its version reads, its error names come back, and
+    without a usable GPU the layer stops with CUDA's own error in one line. ``pytest -m cuda`` runs the rest
+    on a GPU (tests/device/test_cuda_real.py, route libcudart)."""
+    monkeypatch.delenv(cudart_ctypes.ENV, raising=False)
+    monkeypatch.setattr(cudart_ctypes, "_loaded_in_process", lambda: [])  # not the stand-in earlier tests loaded
+    del cudart_ctypes._LOADED[:]
+    runtime, problem = cudart_ctypes.load()
+    try:
+        if runtime is None or os.path.basename(runtime.path).startswith("standin") or "cudart" not in runtime.path:
+            pytest.skip("no real libcudart here: {}".format(problem))
+        if runtime.path.startswith(str(Path(cudart_standin.__file__).parent)) or "pytest" in runtime.path:
+            pytest.skip("only the stand-in is loaded in this process")
+        assert runtime.version() and runtime.version().split(".")[0].isdigit()
+        assert runtime.cudaGetErrorName(100) == (0, b"cudaErrorNoDevice")
+        error, count = runtime.cudaGetDeviceCount()
+        if error == 0 and count > 0:
+            pytest.skip("a GPU is visible: tests/device/test_cuda_real.py (pytest -m cuda) exercises it")
+        with pytest.raises(cuda_layer.CudaError, match=r"CUDA could not start on this machine: CUDA error cudaError\w+ \("):
+            cuda_layer.Cuda(binding="libcudart")
+    finally:
+        del cudart_ctypes._LOADED[:]

@@ -5,9 +5,12 @@ is 10.x like the PyPI wheels) goes through `deploy run` with `device: {transport
 tensorrt}` on this machine's GPU, briefly trained, once per precision (fp32, fp16, int8 calibrated):
 the train .. convert stages are cached in the run folder after the first precision. Each engine is
 checked as benchmark.json reports it: against ONNX Runtime (max abs difference, top-1 agreement, with
-the precision's tolerance from pipeline.numeric), batch consistency on the engine, the agent's p50
-against Polygraphy's TensorRT runner on the same engine (within 5 %), and the labels (a desktop GPU,
-never the target's numbers).
+the precision's tolerance from pipeline.numeric: fp32 element-wise, fp16 and int8 by top-1 agreement and
+max abs difference), batch consistency on the engine, the agent's timing compared like with like (its GPU
+compute per call against CUDA events around a bare execute loop on the same engine, in this process,
+interleaved, within 10 %; wall time per call >= H2D + compute + D2H; throughput >= 0.9 x batch / p50), and
+the labels (a desktop GPU, never the target's numbers). On TensorRT 11 (strongly typed networks only) int8
+must be refused in one line, and fp16 builds from the model the host typed fp16.
 
 Skipped, with the reason, where there is no NVIDIA GPU, no importable TensorRT or no TensorFlow
 (deploy[tf]: the stages before the engine train and convert the model). Nothing heavy is imported
@@ -19,7 +22,6 @@ import importlib.util
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -37,7 +39,11 @@ PRECISIONS = ("fp32", "fp16", "int8")
 # trained model has close second choices, so its bar is lower. A broken engine (garbage, a calibrator
 # fed the wrong batch) agrees about 1 in 4 (4 classes): far below every bar. The figures are recorded.
 TOP1 = {"fp32": 1.0, "fp16": 0.95, "int8": 0.75}
-POLYGRAPHY_WITHIN = 0.05
+# The agent's compute_ms (events around its execute) against events around a bare execute of the same
+# context, interleaved in rounds in one process: the same GPU work, so only a misplaced event (copies
+# counted as compute, a missing sync) moves it past this.
+TIMING_WITHIN = 0.10
+TIMING_ROUNDS, TIMING_CALLS = 10, 20
 BATCH_SIZES = [1, 8]
 
 
@@ -117,15 +123,33 @@ def workspace(tmp_path_factory, trt):
     return {"root": root, "config": config, "runs": {}}
 
 
+def _trt_version():
+    import tensorrt
+
+    return tensorrt.__version__
+
+
+def _strongly_typed_only():
+    """TensorRT 11+: no fp16/int8 builder flags, no int8 calibrator (pyCore.cpp @v11.0)."""
+    return int(_trt_version().split(".")[0]) >= 11
+
+
 def _built(workspace, precision):
     """Run `deploy run` at ``precision`` (once per module) and keep that run's engine and benchmark aside."""
     runs = workspace["runs"]
     if precision in runs:
+        if runs[precision] == "int8 refused on TensorRT 11+":
+            pytest.skip("TensorRT {} builds no int8 from calibration images (refused in one line)".format(_trt_version()))
         if isinstance(runs[precision], str):
             pytest.fail("deploy run at {} failed earlier: {}".format(precision, runs[precision]))
         return runs[precision]
     started = time.time()
     res = deploy("run", workspace["config"], "--set", "stages.engine.precision=" + precision, "--no-report", timeout=1500)
+    if res.returncode != 0 and _strongly_typed_only() and precision == "int8":
+        runs[precision] = "int8 refused on TensorRT 11+"
+        assert "removed the int8 calibrator" in res.stderr and "Traceback" not in res.stderr, res.stderr[-4000:]
+        pytest.skip("TensorRT {} builds no int8 from calibration images: refused in one line, as it must be".format(
+            _trt_version()))
     if res.returncode != 0:
         runs[precision] = "exit {}: {}".format(res.returncode, res.stderr[-4000:])
         pytest.fail("deploy run at {} failed: {}".format(precision, runs[precision]))
@@ -178,10 +202,11 @@ def test_the_engine_is_built_and_matches_onnxruntime(workspace, trt, precision):
         "{} engine: top-1 agreement with ONNX Runtime {} < {} (max abs diff {})".format(precision, top1, TOP1[precision], worst))
     # outputs are softmax probabilities (<= 1): no element may be further off than atol + rtol
     assert worst is not None and worst <= atol + rtol, "{} engine: max abs diff {} over {} + {}".format(precision, worst, atol, rtol)
-    if precision != "int8":
-        hint = " (fp32 on an Ampere-or-newer GPU: is TF32 off in the build?)" if precision == "fp32" else ""
-        assert accuracy["within_tolerance"] is True, "{} engine vs ONNX Runtime: max abs diff {} over atol {} rtol {}{}".format(
-            precision, worst, atol, rtol, hint)
+    if precision == "fp32":  # fp16 and int8 are judged by top-1 and max abs above: element-wise rtol on small
+        # probabilities of a weakly trained model is stricter than fp16 rounding (review N7)
+        assert accuracy["within_tolerance"] is True, ("fp32 engine vs ONNX Runtime: max abs diff {} over atol {} rtol {} "
+                                                      "(on an Ampere-or-newer GPU: is TF32 off in the build?)".format(
+                                                          worst, atol, rtol))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -218,50 +243,61 @@ def _feed(inputs, batch_size, settings):
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_the_agents_p50_matches_polygraphys_trt_runner(workspace, trt, precision):
-    try:
-        from polygraphy.backend.common import BytesFromPath
-        from polygraphy.backend.trt import EngineFromBytes, TrtRunner
-    except Exception as e:
-        pytest.skip("polygraphy is not importable ({}): pip install polygraphy".format(" ".join(str(e).split())[:200]))
+def test_the_agents_timing_matches_a_bare_execute_loop_on_the_same_engine(workspace, trt, precision):
+    """Like with like (review N2): the agent's GPU compute per call (``compute_ms``, CUDA events between its
+    H2D and D2H) against CUDA events around a bare ``execute_async_v3`` of the same engine and context, in
+    this process, interleaved in rounds so clocks and load are shared; medians within TIMING_WITHIN. Plus the
+    invariants of the agent's figures: the wall time of each call covers its three event phases, and
+    benchmark.json's throughput is at least 0.9 x batch / p50."""
+    import numpy as np
+
+    from pipeline.device.agent.trt_runtime import Engine
+
     run = _built(workspace, precision)
     bench = run["benchmark"]
     settings = bench.get("settings", {})
-    warmup, iterations = settings.get("warmup", 20), settings.get("iterations", 200)
     inputs = [(i["name"], i["shape"], i.get("dtype") or "float32") for i in bench["model"]["inputs"]]
-    compared = []
-    try:
-        runner = TrtRunner(EngineFromBytes(BytesFromPath(str(run["engine_path"]))))
-        runner.activate()
-    except Exception as e:  # e.g. Polygraphy's own CUDA wrapper finds no libcudart
-        pytest.skip("Polygraphy's TrtRunner could not start on this engine: {}".format(" ".join(str(e).split())[:300]))
+    for bs in BATCH_SIZES:
+        r = _result(bench, bs)
+        assert r["throughput_ips"] >= 0.9 * bs / (r["p50_ms"] / 1000.0), (
+            "b{}: throughput {} img/s below 0.9 x batch / p50 ({} ms)".format(bs, r["throughput_ips"], r["p50_ms"]))
+    engine = Engine(str(run["engine_path"]))
     try:
         for bs in BATCH_SIZES:
             feed, digest = _feed(inputs, bs, settings)
-            theirs_digest = _result(bench, bs).get("feed_sha256")
-            if digest and theirs_digest:
-                assert digest == theirs_digest, "b{}: not the pixels the agent timed".format(bs)
-            try:
-                call = lambda: runner.infer(feed, check_inputs=False)  # noqa: E731
-                call()
-            except TypeError:  # an older Polygraphy without check_inputs
-                call = lambda: runner.infer(feed)  # noqa: E731
-            for _ in range(warmup):
-                call()
-            walls = []
-            for _ in range(iterations):
-                start = time.perf_counter()
-                call()
-                walls.append((time.perf_counter() - start) * 1000.0)
-            theirs, ours = statistics.median(walls), _result(bench, bs)["p50_ms"]
-            compared.append((bs, ours, theirs))
-            _figure({"check": "polygraphy", "precision": precision, "batch_size": bs, "agent_p50_ms": ours,
-                     "polygraphy_p50_ms": theirs, "iterations": iterations})
+            if digest and _result(bench, bs).get("feed_sha256"):
+                assert digest == _result(bench, bs)["feed_sha256"], "b{}: not the pixels the agent timed".format(bs)
+            engine.infer(feed)  # shapes, buffers and tensor addresses set on the context
+            cuda, context = engine.cuda, engine.context
+            handle = cuda.handle(engine.stream)
+            agent, bare = [], []
+            with cuda.active():
+                start, end = cuda.event(), cuda.event()
+                for _ in range(3):  # warm both paths
+                    context.execute_async_v3(handle)
+                cuda.synchronize(engine.stream)
+                for _ in range(TIMING_ROUNDS):
+                    calls = engine.time(feed, 2, TIMING_CALLS)
+                    for call in calls:
+                        phases = call["h2d_ms"] + call["compute_ms"] + call["d2h_ms"]
+                        assert call["total_ms"] >= phases * 0.999, "b{}: wall {} ms < its event phases {} ms".format(
+                            bs, call["total_ms"], phases)
+                    agent += [call["compute_ms"] for call in calls]
+                    for _ in range(TIMING_CALLS):
+                        cuda.record(start, engine.stream)
+                        assert context.execute_async_v3(handle)
+                        cuda.record(end, engine.stream)
+                        bare.append(cuda.elapsed_ms(start, end))
+                cuda.destroy_event(start)
+                cuda.destroy_event(end)
+            ours, theirs = float(np.median(agent)), float(np.median(bare))
+            _figure({"check": "timing", "precision": precision, "batch_size": bs, "agent_compute_p50_ms": ours,
+                     "bare_compute_p50_ms": theirs, "calls": len(agent), "tensorrt": trt.__version__})
+            assert abs(ours - theirs) <= TIMING_WITHIN * theirs, (
+                "{} b{}: the agent's GPU compute p50 {:.4f} ms vs a bare execute loop's {:.4f} ms: more than {:.0%} "
+                "apart".format(precision, bs, ours, theirs, TIMING_WITHIN))
     finally:
-        runner.deactivate()
-    off = [(bs, ours, theirs) for bs, ours, theirs in compared if abs(ours - theirs) > POLYGRAPHY_WITHIN * theirs]
-    assert not off, "{} engine: the agent's p50 vs Polygraphy's TrtRunner median (ms) differ by more than {:.0%}: {}".format(
-        precision, POLYGRAPHY_WITHIN, ", ".join("b{}: agent {:.4f}, polygraphy {:.4f}".format(*c) for c in off))
+        engine.close()
 
 
 def test_the_probe_and_benchmark_say_desktop_gpu_not_the_target(workspace):

@@ -55,7 +55,9 @@ def _path_without_nvidia_smi():
 def _env(tmp_path, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_CHECK_")}
     env.update(PATH=_path_without_nvidia_smi(), GPU_CHECK_DEVICE_NODE=str(tmp_path / "no-such-nvidia0"),
-               GPU_CHECK_OUT=str(tmp_path / "summary.txt"))
+               GPU_CHECK_OUT=str(tmp_path / "summary.txt"),
+               # the CUDA runtime library a CUDA toolkit here may have is hidden: the no-binding path is shown
+               DEPLOY_LIBCUDART=str(tmp_path / "no-libcudart.so"))
     env.update(extra)
     return env
 

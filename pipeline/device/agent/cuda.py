@@ -90,6 +90,9 @@ class Cuda(object):
                     int(self.version.split(".")[0]) >= 13:
                 hint = " (cuda-python {} is built for CUDA 13; on JetPack 6 / CUDA 12: {})".format(
                     self.version, FIX_CUDA_PYTHON)
+            elif self.kind == "libcudart" and "InsufficientDriver" in str(e):
+                hint = " (no NVIDIA driver, or one older than this CUDA runtime {}: {})".format(
+                    self.version, getattr(self.cudart, "path", "libcudart"))
             raise CudaError(_NOT_STARTED.format(str(e)) + hint)
         except Exception as e:
             raise CudaError(_NOT_STARTED.format("{}: {}".format(type(e).__name__, e)))

@@ -15,7 +15,8 @@ Where libcudart is looked for, first hit wins (nothing is started; dlopen create
    (LD_LIBRARY_PATH, ld.so.cache: JetPack registers its CUDA folder there);
 4. the folders JetPack and the CUDA toolkit use: ``/usr/local/cuda/lib64``,
    ``/usr/local/cuda[-X.Y]/targets/aarch64-linux/lib`` (JetPack 4.6: cuda-10.2; JetPack 5: cuda-11.4;
-   JetPack 6: cuda-12.2 / 12.6), ``.../targets/x86_64-linux/lib``, and pip's ``nvidia/cuda_runtime/lib``
+   JetPack 6: cuda-12.2 / 12.6), ``.../targets/x86_64-linux/lib``, ``/usr/local/cuda-X.Y/lib`` (CUDA 13's
+   layout), and pip's ``nvidia/cuda_runtime/lib``
    (nvidia-cuda-runtime-cu12, a dependency of PyPI's TensorRT wheels).
 """
 
@@ -29,8 +30,8 @@ ENV = "DEPLOY_LIBCUDART"
 SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so.10.2", "libcudart.so")
 FOLDERS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/aarch64-linux/lib",
            "/usr/local/cuda-*/targets/aarch64-linux/lib", "/usr/local/cuda/targets/x86_64-linux/lib",
-           "/usr/local/cuda-*/targets/x86_64-linux/lib", "/usr/local/cuda-*/lib64", "/usr/lib/aarch64-linux-gnu",
-           "/usr/lib/x86_64-linux-gnu")
+           "/usr/local/cuda-*/targets/x86_64-linux/lib", "/usr/local/cuda-*/lib64", "/usr/local/cuda/lib",
+           "/usr/local/cuda-*/lib", "/usr/lib/aarch64-linux-gnu", "/usr/lib/x86_64-linux-gnu")
 
 _void_p, _size_t, _int = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
 # name: argument types (every function returns cudaError_t, an int, except cudaGetErrorString/Name)
