@@ -105,8 +105,16 @@ def test_every_parser_gives_the_same_answer_on_python_3_6(module, function, path
 
 # -- a TensorRT engine on JetPack 4.6's Python with nothing from pip: libcudart through ctypes -------------------
 
-def test_an_engine_runs_on_python_3_6_with_no_pycuda_and_no_cuda_python(tmp_path, monkeypatch):
-    """A stock TX2 (issue 27): Python 3.6, JetPack 4.6's numpy 1.19.5, TensorRT 8.2's Python API (a stand-in
+# JetPack 4.6's own numpy is Ubuntu 18.04's python3-numpy 1:1.13.3-2ubuntu1 (docs/device.md, "Preparing a
+# board"); .venv36 has 1.19.5 (the last wheel for 3.6, what pip gives). A Python 3.6 with numpy 1.13.3 alone
+# (python3.6 -m venv .venv36-apt && .venv36-apt/bin/pip install numpy==1.13.3) runs the engine test too.
+PY36_APT = Path(os.environ.get("DEPLOY_PY36_APT_PYTHON") or ROOT / ".venv36-apt" / "bin" / "python")
+
+
+@pytest.mark.parametrize("python", ["venv36", "apt-numpy"])
+def test_an_engine_runs_on_python_3_6_with_no_pycuda_and_no_cuda_python(tmp_path, monkeypatch, python):
+    """A stock TX2 (issue 27): Python 3.6, numpy 1.19.5 (.venv36) or JetPack 4.6's apt numpy 1.13.3 (.venv36-apt
+    where made), TensorRT 8.2's Python API (a stand-in
     that reads and writes the device addresses: tests/device/trt_standin.py) and the CUDA runtime library
     (a stand-in libcudart.so.10.2 built here: tests/device/cudart_standin.py) -- no pycuda, no cuda-python.
     The agent benchmarks the engine (CUDA-event split per call), infers, and the host's batch consistency
@@ -119,7 +127,12 @@ def test_an_engine_runs_on_python_3_6_with_no_pycuda_and_no_cuda_python(tmp_path
 
     if cudart_standin.compiler() is None:
         pytest.skip("no C compiler (gcc) to build the stand-in libcudart")
-    found = subprocess.run([str(PY36), "-c", "import importlib.util as u; print([n for n in ('pycuda', 'cuda') "
+    py = PY36
+    if python == "apt-numpy":
+        if not PY36_APT.exists():
+            pytest.skip("no {} (a Python 3.6 with numpy 1.13.3 alone, JetPack 4.6's apt numpy)".format(PY36_APT))
+        py = PY36_APT
+    found = subprocess.run([str(py), "-c", "import importlib.util as u; print([n for n in ('pycuda', 'cuda') "
                             "if u.find_spec(n)])"], stdout=subprocess.PIPE, universal_newlines=True, timeout=60)
     assert found.stdout.strip() == "[]", "the Python 3.6 venv must not have pycuda or cuda-python for this test"
     library = cudart_standin.build(tmp_path / "cuda-10.2" / "lib")
@@ -129,7 +142,7 @@ def test_an_engine_runs_on_python_3_6_with_no_pycuda_and_no_cuda_python(tmp_path
     onnx_path = tiny_onnx(tmp_path / "m.onnx")
     engine = tmp_path / "m.engine"
     engine.write_bytes(trt_standin.engine_bytes(onnx_path, max_batch=8))
-    device = Device(device_cfg(work_dir=str(tmp_path / "work"), python=str(PY36)))
+    device = Device(device_cfg(work_dir=str(tmp_path / "work"), python=str(py)))
     try:
         ping = device.ping()
         assert ping["python"].startswith("3.6.") and not ping["has"]["pycuda"] and not ping["has"]["cuda"]
