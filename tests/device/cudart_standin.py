@@ -16,7 +16,8 @@ with the runtime's semantics backed by the host (CUDA Runtime API reference, "Me
   ``$STANDIN_CUDART_DEVICES``; ``$STANDIN_CUDART_FAIL=nodevice`` makes every call that starts the runtime
   answer cudaErrorNoDevice (100), as on a board whose user is not in the video group;
 - ``cudaMemGetInfo`` says 1 GiB total minus what is allocated;
-- ``cudaRuntimeGetVersion`` says 10020 (CUDA 10.2: JetPack 4.6) or ``$STANDIN_CUDART_VERSION``.
+- ``cudaRuntimeGetVersion`` says the version it was built with (``build(..., version=10020)``: CUDA 10.2,
+  JetPack 4.6); ``cudaDriverGetVersion`` 10020, or ``$STANDIN_CUDART_DRIVER``.
 
 A few ``standin_*`` functions let a test read the library's state (live allocations, pinned copies, whether
 the primary context was bound) through ctypes.
@@ -69,8 +70,8 @@ const char *cudaGetErrorName(cudaError_t e) {
     case NOT_READY: return "cudaErrorNotReady"; default: return "cudaErrorUnknown"; }
 }
 cudaError_t cudaGetDeviceCount(int *n) { if (failing()) { *n = 0; return NO_DEVICE; } *n = device_count(); return OK; }
-cudaError_t cudaRuntimeGetVersion(int *v) { const char *e = getenv("STANDIN_CUDART_VERSION"); *v = e ? atoi(e) : 10020; return OK; }
-cudaError_t cudaDriverGetVersion(int *v) { *v = failing() ? 0 : 10020; return OK; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = RUNTIME_VERSION; return OK; }
+cudaError_t cudaDriverGetVersion(int *v) { const char *e = getenv("STANDIN_CUDART_DRIVER"); *v = failing() ? 0 : e ? atoi(e) : 10020; return OK; }
 cudaError_t cudaSetDevice(int d) { if (failing()) return NO_DEVICE; if (d < 0 || d >= device_count()) return INVALID_DEVICE; current_device = d; return OK; }
 
 cudaError_t cudaMalloc(void **p, size_t n) {
@@ -142,13 +143,14 @@ def compiler():
     return shutil.which("gcc") or shutil.which("cc")
 
 
-def build(folder, soname="libcudart.so.10.2"):
-    """Compile the stand-in into ``folder/soname`` and return its path (the C compiler must exist)."""
+def build(folder, soname="libcudart.so.10.2", version=10020):
+    """Compile the stand-in into ``folder/soname`` (its runtime version ``version``, 1000 x major + 10 x minor)
+    and return its path (the C compiler must exist)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "standin_cudart.c"
     source.write_text(SOURCE)
     out = folder / soname
-    subprocess.run([compiler(), "-std=c99", "-D_POSIX_C_SOURCE=199309L", "-shared", "-fPIC", "-O1", "-o", str(out),
-                    str(source)], check=True, capture_output=True, text=True)
+    subprocess.run([compiler(), "-std=c99", "-D_POSIX_C_SOURCE=199309L", "-DRUNTIME_VERSION={}".format(int(version)),
+                    "-shared", "-fPIC", "-O1", "-o", str(out), str(source)], check=True, capture_output=True, text=True)
     return out

@@ -256,3 +256,33 @@ def test_a_real_libcudart_on_this_machine_loads_with_every_call(monkeypatch):
             cuda_layer.Cuda(binding="libcudart")
     finally:
         del cudart_ctypes._LOADED[:]
+
+
+def test_a_libcudart_newer_than_the_driver_gives_way_to_one_that_matches(tmp_path, monkeypatch):
+    """A workstation with a CUDA 13 toolkit and a CUDA 12 driver: libcudart.so.13 cannot start there, the
+    CUDA 12 runtime of TensorRT's wheels can. The lookup skips the one the driver is too old for."""
+    monkeypatch.delenv(cudart_ctypes.ENV, raising=False)
+    monkeypatch.setattr(cudart_ctypes, "_loaded_in_process", lambda: [])
+    monkeypatch.setattr(cudart_ctypes, "SONAMES", ())  # only the folders below
+    folder = tmp_path / "usr/local/cuda-13.0/lib"
+    cudart_standin.build(folder, "libcudart.so.13", version=13000)
+    wheel = tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib"
+    cudart_standin.build(wheel, "libcudart.so.12", version=12060)
+    monkeypatch.setattr(cudart_ctypes, "FOLDERS", (str(tmp_path / "usr/local/cuda-*/lib"),))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("STANDIN_CUDART_DRIVER", "12020")  # the driver says CUDA 12.2
+    del cudart_ctypes._LOADED[:]
+    try:
+        found = cudart_ctypes.candidates()
+        assert found.index(str(folder / "libcudart.so.13")) < found.index(str(wheel / "libcudart.so.12"))
+        runtime, _ = cudart_ctypes.load()
+        assert runtime.path == str(wheel / "libcudart.so.12") and runtime.version() == "12.6"
+        monkeypatch.setenv("STANDIN_CUDART_DRIVER", "13000")
+        del cudart_ctypes._LOADED[:]
+        assert cudart_ctypes.load()[0].path == str(folder / "libcudart.so.13")
+        monkeypatch.setenv("STANDIN_CUDART_DRIVER", "11040")  # older than both: nothing, and why
+        del cudart_ctypes._LOADED[:]
+        runtime, problem = cudart_ctypes.load()
+        assert runtime is None and "CUDA 12.6 needs a newer driver than this machine's (CUDA 11.4)" in problem
+    finally:
+        del cudart_ctypes._LOADED[:]

@@ -252,6 +252,18 @@ class Runtime(object):
 _LOADED = []  # type: List[Runtime]
 
 
+def _newer_than_the_driver(runtime):
+    # type: (Runtime) -> Optional[str]
+    """Why this libcudart cannot start on the installed driver (a major CUDA version above the driver's:
+    minor versions are compatible from CUDA 11 on), or None; a machine without a driver (0) says nothing."""
+    error, driver = runtime.cudaDriverGetVersion()
+    found, version = runtime.cudaRuntimeGetVersion()
+    if error != 0 or found != 0 or not driver or not version or driver // 1000 >= version // 1000:
+        return None
+    return "{}: CUDA {} needs a newer driver than this machine's (CUDA {})".format(
+        runtime.path, runtime.version(), "{}.{}".format(driver // 1000, (driver % 1000) // 10))
+
+
 def load():
     # type: () -> Tuple[Optional[Runtime], Optional[str]]
     """(the Runtime, None), or (None, why not): the first libcudart of ``candidates()`` that loads and has
@@ -266,6 +278,10 @@ def load():
         except (OSError, AttributeError) as e:
             if os.path.sep in name or os.environ.get(ENV):  # a bare soname that is absent is no news
                 tried.append("{}: {}".format(name, " ".join(str(e).split())[:160]))
+            continue
+        too_new = _newer_than_the_driver(runtime)
+        if too_new and not os.environ.get(ENV):  # another CUDA on this machine may match the driver
+            tried.append(too_new)
             continue
         del _LOADED[:]
         _LOADED.append(runtime)
