@@ -7,6 +7,8 @@ frozen TensorFlow graph on tf2onnx's real output when it can run (pipeline.check
 Reading the file and the `deploy rewrite --auto` prediction are check_model's (pipeline.check.model).
 """
 
+from dataclasses import dataclass
+
 from pipeline.check.findings import CheckReport, Finding, RouteResult
 from pipeline.graph.analysis import constant_subgraph, input_dtype
 
@@ -43,8 +45,8 @@ def check_graph(graph, target, routes=None, convert=False, convert_timeout=None,
                     match.cause = "the weights are variables (a SavedModel / checkpoint graph is not frozen yet)"
                     match.fix = "nothing to do: freezing (deploy's freeze stage) turns them into constants"
                     unchecked |= set(match.nodes)
-        return _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, plugins, known_plugins,
-                             convert, convert_timeout, share, index)
+        return _check_routes(CheckInputs(graph, target, wanted, matches, by_node, custom, unchecked, plugins,
+                                         known_plugins, convert, convert_timeout, share, index))
     finally:
         if share is not None:
             share.close()
@@ -92,70 +94,92 @@ def _start_tftrt_share(graph, target, wanted):
     return background.start(conv_flops, graph, nodes=len(graph.nodes))
 
 
-def _check_routes(graph, target, wanted, matches, by_node, custom, unchecked, plugins, known_plugins, convert,
-                  convert_timeout, share, index):
-    from pipeline.check import routes as route_checks
+@dataclass
+class CheckInputs:
+    """What check_graph's first step (patterns, custom ops, plugins) hands the route checks."""
+
+    graph: object  # the Graph view (pipeline.graph)
+    target: object  # the Target (pipeline.targets)
+    wanted: list  # the routes asked for, in order
+    matches: list  # patterns.Match, every one found
+    by_node: dict  # node name -> its Match (the first one that names it)
+    custom: dict  # {op: [nodes]} TensorFlow does not register (custom_ops)
+    unchecked: set  # nodes reported once for every route (custom ops, a SavedModel's variables)
+    plugins: dict  # plugins in the target's TensorRT {name: versions}
+    known_plugins: frozenset  # every plugin name deploy knows
+    convert: object  # True / False / None: run tf2onnx (see check_model)
+    convert_timeout: object  # seconds, or None for the default
+    share: object  # the TF-TRT share's FLOPs half under way (pipeline.check.background), or None
+    index: object  # the graph's OpIndex
+
+
+def _check_routes(c):
+    """Every route asked for, then the route-independent findings: a CheckReport. ``c``: CheckInputs."""
     from pipeline.check.dropout import tf2onnx_replaces_dropout
     from pipeline.check.inference import inference_findings, unsafe_op_findings
-    from pipeline.targets.optables import load_op_table
 
-    folded = constant_subgraph(graph, frozen=unchecked - {n for names in custom.values() for n in names}) \
+    graph = c.graph
+    folded = constant_subgraph(graph, frozen=c.unchecked - {n for names in c.custom.values() for n in names}) \
         if graph.kind == "tensorflow" else set()
     # what tf2onnx's dropout rewriter really replaces (a constant rate, its exact patterns)
-    dropout_rewritten = {n for m in matches if m.kind == "dropout_training" and tf2onnx_replaces_dropout(
+    dropout_rewritten = {n for m in c.matches if m.kind == "dropout_training" and tf2onnx_replaces_dropout(
         graph, m, folded) for n in m.nodes}
-    findings = inference_findings(graph, matches)
-
-    results = []
-    for route in wanted:
-        table_name = target.op_table_for(route)
-        table = load_op_table(table_name) if table_name else None
-        if graph.kind == "onnx" and route != "onnx":
-            results.append(RouteResult(route, table_name, "", applicable=False,
-                                       note="an ONNX model takes the onnx route only"))
-        elif table is None:
-            results.append(RouteResult(route, None, "", applicable=False, note="no op table for this route"))
-        elif route == "uff":
-            results.append(route_checks.check_uff(graph, target, table, by_node, plugins, known_plugins, unchecked,
-                                                  index))
-        elif route == "tftrt":
-            results.append(route_checks.check_tftrt(graph, target, table, by_node, unchecked, share, index))
-        elif graph.kind == "onnx":
-            results.append(route_checks.check_onnx_model(graph, target, table, by_node, plugins, known_plugins))
-        else:
-            from pipeline.targets.tf2onnx import load_tf2onnx_table
-
-            converter = load_tf2onnx_table()
-            opset = min(target.max_opset, converter.max_opset)  # what deploy's convert stage emits
-            result = route_checks.check_tf_onnx(graph, target, table, converter, opset,
-                                                by_node, plugins, known_plugins, dropout_rewritten | folded | unchecked,
-                                                index)
-            if dropout_rewritten:
-                result.findings.append(Finding(
-                    "info", "onnx", "pattern", "RandomUniform", sorted(dropout_rewritten),
-                    "dropout in training mode with a constant rate: tf2onnx's dropout rewriter turns it into ONNX "
-                    "Dropout, a no-op at inference", "none needed for the onnx route; rewrite strip_dropout removes it "
-                    "for every route", "strip_dropout"))
-            blocked = bool(custom) or any(f.severity == "blocker" for f in findings)
-            results.append(_ask_converter(graph, target, table, result, by_node, plugins, known_plugins, convert,
-                                          blocked, convert_timeout))
+    findings = inference_findings(graph, c.matches)
+    blocked = bool(c.custom) or any(f.severity == "blocker" for f in findings)
+    results = [_check_route(c, route, folded, dropout_rewritten, blocked) for route in c.wanted]
     covered = {n for f in findings for n in f.nodes}
-    findings += _graph_findings(graph, [m for m in matches if not covered.issuperset(m.nodes)], results, custom)
-    findings += unsafe_op_findings(graph, index)
+    findings += _graph_findings(graph, [m for m in c.matches if not covered.issuperset(m.nodes)], results, c.custom)
+    findings += unsafe_op_findings(graph, c.index)
     if graph.format == "keras":
         from pipeline.check.keras_lambda import explain_lambdas
 
         explain_lambdas(graph, results, findings)
-    return CheckReport(model=_describe_model(graph), target=_describe_target(target), routes=results, findings=findings)
+    return CheckReport(model=_describe_model(graph), target=_describe_target(c.target), routes=results,
+                       findings=findings)
 
 
-def _ask_converter(graph, target, table, predicted, by_node, plugins, known_plugins, convert, blocked, timeout=None):
+def _check_route(c, route, folded, dropout_rewritten, blocked):
+    """One route's RouteResult. ``blocked``: the graph is NO before conversion (tf2onnx is not asked)."""
+    from pipeline.check import routes as route_checks
+    from pipeline.targets.optables import load_op_table
+
+    graph, target = c.graph, c.target
+    table_name = target.op_table_for(route)
+    table = load_op_table(table_name) if table_name else None
+    if graph.kind == "onnx" and route != "onnx":
+        return RouteResult(route, table_name, "", applicable=False, note="an ONNX model takes the onnx route only")
+    if table is None:
+        return RouteResult(route, None, "", applicable=False, note="no op table for this route")
+    if route == "uff":
+        return route_checks.check_uff(graph, target, table, c.by_node, c.plugins, c.known_plugins, c.unchecked,
+                                      c.index)
+    if route == "tftrt":
+        return route_checks.check_tftrt(graph, target, table, c.by_node, c.unchecked, c.share, c.index)
+    if graph.kind == "onnx":
+        return route_checks.check_onnx_model(graph, target, table, c.by_node, c.plugins, c.known_plugins)
+    from pipeline.targets.tf2onnx import load_tf2onnx_table
+
+    converter = load_tf2onnx_table()
+    opset = min(target.max_opset, converter.max_opset)  # what deploy's convert stage emits
+    result = route_checks.check_tf_onnx(graph, target, table, converter, opset, c.by_node, c.plugins,
+                                        c.known_plugins, dropout_rewritten | folded | c.unchecked, c.index)
+    if dropout_rewritten:
+        result.findings.append(Finding(
+            "info", "onnx", "pattern", "RandomUniform", sorted(dropout_rewritten),
+            "dropout in training mode with a constant rate: tf2onnx's dropout rewriter turns it into ONNX "
+            "Dropout, a no-op at inference", "none needed for the onnx route; rewrite strip_dropout removes it "
+            "for every route", "strip_dropout"))
+    return _ask_converter(c, table, result, blocked)
+
+
+def _ask_converter(c, table, predicted, blocked):
     """The onnx route on tf2onnx's real output when it can run, else ``predicted`` labelled why not."""
     from pipeline.check import convert_probe
     from pipeline.check.findings import PREDICTED
 
+    graph = c.graph
     predicted.basis = PREDICTED
-    if convert is False:
+    if c.convert is False:
         return predicted
     if not convert_probe.available():
         predicted.note = "TensorFlow or tf2onnx is not installed (pip install deploy[tf]), or {}=0".format(
@@ -168,8 +192,9 @@ def _ask_converter(graph, target, table, predicted, by_node, plugins, known_plug
     if blocked:
         predicted.note = "the graph is NO before conversion (see every route)"
         return predicted
-    conversion = convert_probe.convert(graph.source, predicted.opset, timeout=timeout)
-    result = convert_probe.converted_route(conversion, graph, target, table, by_node, plugins, known_plugins, predicted)
+    conversion = convert_probe.convert(graph.source, predicted.opset, timeout=c.convert_timeout)
+    result = convert_probe.converted_route(conversion, graph, c.target, table, c.by_node, c.plugins, c.known_plugins,
+                                           predicted)
     if result is None:
         predicted.note = conversion.message
         return predicted

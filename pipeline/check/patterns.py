@@ -14,7 +14,7 @@ from pipeline.check.match import Match
 from pipeline.graph.analysis import FUSED_BATCH_NORM
 from pipeline.targets.families import Family, families, family_of, tensorflow_ops  # noqa: F401
 
-__all__ = ["Match", "find_patterns", "find_onnx_patterns", "dropout_matches", "batch_axes", "tensorflow_ops",
+__all__ = ["Match", "find_patterns", "find_onnx_patterns", "dropout_matches", "keep_prob_input", "batch_axes", "tensorflow_ops",
            "ONNX_RANDOM", "ONNX_REDUCTIONS"]
 
 
@@ -171,3 +171,18 @@ def _onnx_axes(graph):
     if model is None:
         return []
     return [(name, op, axis) for name, op, axis in batch_reductions(model) if name in graph.nodes]
+
+
+def keep_prob_input(graph_def_path, input_names):
+    """The input among ``input_names`` (node names) that feeds dropout as its keep probability or
+    rate, or None."""
+    from pipeline.graph.readers import read_model
+
+    graph = read_model(graph_def_path)
+    for match in find_patterns(graph):
+        if match.kind != "dropout_training":
+            continue
+        for name in input_names:
+            if name in match.fed_by:
+                return name
+    return None

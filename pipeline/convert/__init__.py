@@ -75,7 +75,7 @@ def image_size(io, frozen_graph):
     from pipeline.graph.io import image_input
 
     if len(io["inputs"]) != 1:
-        from pipeline.tf.mismatch import keep_prob_input
+        from pipeline.check.patterns import keep_prob_input
 
         names = [i["name"] for i in io["inputs"]]
         keep_prob = keep_prob_input(frozen_graph, names[1:])

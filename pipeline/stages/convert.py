@@ -45,7 +45,7 @@ def convert(ctx):
     comparison = compare_with_tf(graph_def, io, ctx.output("onnx"), images, source=source,
                                  tolerance=ctx.options.tolerance, frozen_graph=frozen)
     if not comparison["within_tolerance"]:
-        from pipeline.tf.mismatch import explain_mismatch
+        from pipeline.convert.mismatch import explain_mismatch
 
         comparison["why"] = explain_mismatch(frozen, graph_def, io, model, images, ctx.options.tolerance)
     records.write(ctx.output("comparison"), comparison, "conversion")

@@ -9,26 +9,11 @@ the same images. When they differ beyond tolerance, ``explain_mismatch`` says wh
    the two runtimes (tf2onnx keeps TensorFlow tensor names, so the ONNX model exposes them as
    extra outputs; NCHW copies of NHWC tensors are compared transposed).
 
-``keep_prob_input`` names a dropout keep-probability placeholder among a graph's inputs.
+(Moved from ``pipeline.tf.mismatch``: TensorFlow's wing stays a layer below check and convert; the
+dropout question, ``keep_prob_input``, is ``pipeline.check.patterns``'.)
 """
 
 from pipeline.errors import DeployError
-
-
-def keep_prob_input(graph_def_path, input_names):
-    """The input among ``input_names`` (node names) that feeds dropout as its keep probability or
-    rate, or None."""
-    from pipeline.check.patterns import find_patterns
-    from pipeline.graph.readers import read_model
-
-    graph = read_model(graph_def_path)
-    for match in find_patterns(graph):
-        if match.kind != "dropout_training":
-            continue
-        for name in input_names:
-            if name in match.fed_by:
-                return name
-    return None
 
 
 def explain_mismatch(graph_def_path, graph_def, io, model, images, tolerance):
