@@ -9,26 +9,41 @@ the gate itself called a regression (its ``comparison.json``) is left out, so a 
 red until someone moves the baseline. A failed run is never a reference: as the baseline it makes
 the comparison "not comparable".
 
-A latency figure (p50, p99 per batch size; throughput is judged on the median call, batch / p50) is
-a regression when its change from the reference, ``d = ln(tonight / reference)``, is beyond both
+A latency figure (p50 and p99 per batch size) and the benchmark's measured throughput (its
+``throughput_ips``: batch x calls / the timed loop's wall time, the figure the benchmark and the report
+show) are *out of band* when their change from the reference, ``d = ln(tonight / reference)``, is beyond both
 
 1. the tolerance (relative, default 3 %): smaller changes are "ok" whatever the noise says; and
-2. ``k`` (default 3) standard deviations of the difference tonight - reference, where the
+2. ``k`` (default 2) standard deviations of the difference tonight - reference, where the
    night-to-night sigma is 1.4826 x MAD of the reference nights (log values; at least ``SIGMA_FLOOR``)
    once there are ``MIN_NIGHTS`` (5) of them, and ``SIGMA_PRIOR`` before (a new baseline: the nights'
    spread is not known yet); the median's own error (x sqrt(1 + 1.57 / n)) and tonight's sampling
    error (its 95 % interval, from the 101 percentiles and the number of calls) are added. A quantile
-   the calls cannot bound (p99 of 100 calls) is judged by the nights alone, and not at all before five.
+   the calls cannot bound (p99 of 100 calls: its interval runs past the slowest call) is never judged
+   ("noise" or "ok", with a note asking for more calls).
+
+Red means persistent. A figure out of band on one night is **suspect** (verdict "suspect", exit 0: a
+warning; the night is kept as evidence). It is a **regression** when it persists: out of band on the
+previous night too (two consecutive nights), or with the median of the last three nights beyond that
+median's own band (a slow step, +5 %), or beyond ``FIRST_NIGHT_SIGMAS`` sigma and ``FIRST_NIGHT_FLOOR``
+(12 %) on its first night (gate_stats.persistence_judgement). The previous nights are the newest history
+nights after the baseline that have figures on its fingerprint; their statuses come from their own
+``comparison.json``. A suspect night stays out of the reference until the night after it passed; a night
+the gate called a regression stays out for good.
 
 Changes between (1) and (2) are "noise". Each row carries tonight's 95 % interval and the band it may
 lie in. Accuracy (engine top-1 agreement) regresses when it drops below the reference by more than the
 accuracy tolerance *and* more than one image; validation accuracy is a host training figure and is not
 a device gate. Batch consistency and the check's verdict regress when they go from pass to fail.
 
-Verdicts: "pass" (exit 0); "regression", "not comparable" (another fingerprint unless
-``--expect-change`` names the key, a failed baseline, a batch size not measured tonight) and "no data"
-(nothing compared, or tonight has no benchmark) all exit 4. Host-CPU figures are labelled so, and a
-host-CPU difference is a regression only against ``MIN_NIGHTS`` nights.
+A night whose benchmark says it throttled (a ``power.throttled`` reason, or a GPU clock that moved during
+the timed loop: ``power.clocks_mhz``) is flagged, not judged: verdict "throttled", exit 0 with a warning,
+left out of the reference and of the persistence rule.
+
+Verdicts: "pass" and "suspect" and "throttled" (exit 0); "regression", "not comparable" (another
+fingerprint unless ``--expect-change`` names the key, a failed baseline or night, a batch size not
+measured tonight) and "no data" (nothing compared, or tonight has no benchmark) exit 4 at once. Host-CPU
+figures are labelled so, and a host-CPU difference is a regression only against ``MIN_NIGHTS`` nights.
 """
 
 
@@ -39,9 +54,12 @@ from pathlib import Path
 from pipeline import records
 from pipeline.report.collect import accuracy_of, results_by_batch
 from pipeline.report.compare_format import format_junit, format_markdown, format_text
-from pipeline.report.gate_stats import (COMPARED, MIN_NIGHTS, history_band, level_judgement,  # noqa: F401 - re-exported
-                                        quantile_interval)
-from pipeline.report.machine import FINGERPRINT_KEYS, fingerprint, fingerprint_reasons, hardware  # noqa: F401
+from pipeline.report.gate_stats import (COMPARED, MIN_NIGHTS, OUT_OF_BAND, history_band,  # noqa: F401 - re-exported
+                                        level_judgement, mean_interval, persistence_judgement, quantile_interval,
+                                        relative_change)
+from pipeline.report.gate_nights import PERSISTENCE, benchmark_digest, previous_nights, throttled
+from pipeline.report.machine import (FINGERPRINT_KEYS, fingerprint, fingerprint_differs, fingerprint_reasons,  # noqa: F401
+                                     hardware)
 
 __all__ = ["compare_runs", "write_comparison", "reference_nights", "format_text", "format_markdown", "format_junit",
            "quantile_interval", "history_band", "level_judgement", "fingerprint", "hardware", "DEFAULTS", "SCHEMA",
@@ -50,7 +68,8 @@ __all__ = ["compare_runs", "write_comparison", "reference_nights", "format_text"
 SCHEMA = records.schema_of("comparison")  # deploy.comparison/2 (pipeline.records.models.Comparison)
 
 DEFAULTS = {"tolerance": 0.03, "accuracy_tolerance": 0.02, "k": 2.0, "nights": 20}
-VERDICTS = ("pass", "regression", "not comparable", "no data")
+VERDICTS = ("pass", "suspect", "throttled", "regression", "not comparable", "no data")
+PASSING = ("pass", "suspect", "throttled")  # exit 0: suspect and throttled are warnings (amber), not red
 
 
 # --- the reference: the baseline and the nights on its fingerprint
@@ -67,18 +86,24 @@ def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
     base_fp = fingerprint(baseline)
     skip = {_identity(baseline), _identity(current), (None, str(Path(baseline["dir"]).resolve())),
             (None, str(Path(current["dir"]).resolve()))}
-    picked, other, regressed = [], 0, 0
+    picked, other, regressed, hot = [], 0, 0, 0
     for night in history:
         if _identity(night) in skip or (None, str(Path(night["dir"]).resolve())) in skip:
             continue
         has_figures = bool(results_by_batch(night))
-        if has_figures and fingerprint(night) != base_fp:
+        if has_figures and fingerprint_differs(base_fp, fingerprint(night)):
             other += 1
             continue
         if (night.get("gate") or {}).get("verdict") == "regression":
             regressed += 1
             continue
+        if has_figures and throttled(night):
+            hot += 1
+            continue
         picked.append(night)
+    # a suspect night is under test until the night after it passed: out of the reference until then
+    picked = [n for i, n in enumerate(picked) if (n.get("gate") or {}).get("verdict") != "suspect"
+              or (i + 1 < len(picked) and (picked[i + 1].get("gate") or {}).get("verdict") == "pass")]
     picked = picked[-(nights - 1):] if nights > 1 else []
     notes = []
     if other:
@@ -87,17 +112,14 @@ def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
     if regressed:
         notes.append("{} history night{} the gate called a regression, not in the reference (the reference moves "
                      "only when you choose a new baseline)".format(regressed, "" if regressed == 1 else "s"))
+    if hot:
+        notes.append("{} history night{} throttled, not in the reference".format(hot, "" if hot == 1 else "s"))
     failed = [n for n in picked if n.get("failed")]
     if failed:
         notes.append("{} failed night{} in the reference, flagged and kept ({})".format(
             len(failed), "" if len(failed) == 1 else "s",
             "; ".join("{}: {}".format(Path(n["dir"]).name, n["failed"]) for n in failed[:3])))
     return [baseline] + picked, notes
-
-
-def _median_throughput(row):
-    p50 = row.get("p50_ms")
-    return None if not p50 else row["batch_size"] * 1000.0 / p50
 
 
 # --- the comparison
@@ -127,8 +149,12 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
                        "pass".format(current["dir"], current["failed"]))
     elif fp_reasons:
         reasons += fp_reasons
+    elif throttled(current):
+        notes.append("throttled: {}; tonight's figures are flagged, not judged (they are not the board's steady "
+                     "state): let the board cool, check its fan and power supply".format(throttled(current)))
     else:
         host = hw["kind"] == "host-cpu"
+        prev_rows, recent = previous_nights(baseline, current, history, base_fp)
         for bs in sorted(set(base_res) | set(cur_res)):
             if bs not in cur_res:
                 rows.append(_missing_row(bs, "measured in the baseline, not tonight"))
@@ -138,7 +164,7 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
                 rows.append(_missing_row(bs, "measured tonight, not in the baseline"))
                 continue
             rows += _latency_rows(bs, cur_res[bs], [results_by_batch(r).get(bs) or {} for r in ref_runs],
-                                  tolerance, k, host)
+                                  tolerance, k, host, prev_rows, [results_by_batch(r).get(bs) or {} for r in recent])
         if host:
             notes.append("host CPU figures (not Jetson figures): a difference is called a regression only against "
                          "{} nights of history".format(MIN_NIGHTS))
@@ -151,26 +177,40 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
         reasons.append("no data: no figure was compared (neither run has figures both measured); a comparison of "
                        "nothing is never a pass")
     regressions = [r for r in rows if r["status"] == "regression"]
+    suspects = [r for r in rows if r["status"] == "suspect"]
     if regressions:
         verdict = "regression"
         reasons.insert(0, "{} regression{}: {}".format(len(regressions), "" if len(regressions) == 1 else "s", ", ".join(
-            "{} {:+.1%}".format(r["label"], r["change"]) if isinstance(r["change"], float) and r["figure"] != "accuracy"
+            "{} {}".format(r["label"], _pct(r["change"])) if isinstance(r["change"], float) and r["figure"] != "accuracy"
             else r["label"] for r in regressions)))
     elif any(r.startswith("no data") for r in reasons):
         verdict = "no data"
     elif reasons:
         verdict = "not comparable"
+    elif throttled(current):
+        verdict = "throttled"
+        reasons.append("throttled: {} (not judged; the night is kept, out of the reference)".format(throttled(current)))
+    elif suspects:
+        verdict = "suspect"
+        reasons.append("{} suspect figure{} (out of band tonight; a regression only if it persists): {}".format(
+            len(suspects), "" if len(suspects) == 1 else "s", ", ".join("{} {}".format(r["label"], _pct(r["change"]))
+                                                                        for r in suspects)))
     else:
         verdict = "pass"
     failed = sum(1 for r in ref_runs if r.get("failed"))
     return {
-        "schema": SCHEMA, "verdict": verdict, "passed": verdict == "pass", "reasons": reasons, "notes": notes,
+        "schema": SCHEMA, "verdict": verdict, "passed": verdict in PASSING, "reasons": reasons, "notes": notes,
         "baseline": _run_ref(baseline), "current": _run_ref(current),
         "reference": {"nights": len(ref_runs), "failed_nights": failed, "fingerprint": base_fp,
                       "runs": [Path(r["dir"]).name for r in ref_runs]},
         "hardware": hw, "tolerance": tolerance, "accuracy_tolerance": accuracy_tolerance, "k": k, "max_nights": nights,
-        "expect_change": sorted(expect_change), "regressions": len(regressions), "rows": rows,
+        "expect_change": sorted(expect_change), "regressions": len(regressions), "suspects": len(suspects),
+        "persistence": dict(PERSISTENCE), "rows": rows,
     }
+
+
+def _pct(change):
+    return "{:+.1%}".format(change) if change < 1e4 else "x{:.3g}".format(change + 1)
 
 
 def write_comparison(path, result, flag="-o"):
@@ -185,7 +225,10 @@ def write_comparison(path, result, flag="-o"):
 
 
 def _run_ref(run):
-    return {"dir": run["dir"], "name": run.get("name"), "when": run.get("when"), "failed": run.get("failed")}
+    """Which run was compared: its folder, name, finish time, and the benchmark it was judged on (benchmark.json's
+    sha256 and when its stage made it): a report shows a comparison as stale when the run's benchmark differs."""
+    return {"dir": run["dir"], "name": run.get("name"), "when": run.get("when"), "failed": run.get("failed"),
+            "benchmark": benchmark_digest(run)}
 
 
 def _missing_row(bs, why):
@@ -196,42 +239,41 @@ def _missing_row(bs, why):
 FIGURES = (("p50_ms", 0.5, "p50 b{} (ms)"), ("p99_ms", 0.99, "p99 b{} (ms)"))
 
 
-def _latency_rows(bs, cur, ref_rows, tolerance, k, host):
+def _latency_rows(bs, cur, ref_rows, tolerance, k, host, prev_rows=None, recent=()):
+    """p50, p99 and the measured throughput of batch size ``bs``: tonight's ``cur`` against the reference nights'
+    ``ref_rows``; ``prev_rows`` {(figure, batch size): status} of the previous night and ``recent`` (the last
+    nights' rows, newest last) for the persistence rule."""
     rows = []
     n_ref = sum(1 for r in ref_rows if r.get("p50_ms"))
     allow = not host or n_ref >= MIN_NIGHTS
+    prev_rows = prev_rows or {}
     for key, q, label in FIGURES:
         rows.append(_figure_row(key, label.format(bs), bs, cur.get(key), [r.get(key) for r in ref_rows],
                                 quantile_interval(cur, q), tolerance, k, True, allow,
-                                [quantile_interval(r, q) for r in ref_rows if r.get(key)]))
-    row = _figure_row("throughput_ips", "throughput b{} (img/s)".format(bs), bs, _median_throughput(cur),
-                      [_median_throughput(r) if r.get("p50_ms") else None for r in ref_rows],
-                      _throughput_interval(cur), tolerance, k, False, allow,
-                      [_throughput_interval(r) for r in ref_rows if r.get("p50_ms")])
-    row["note"] = "median call: batch / p50; " + row["note"]
+                                [quantile_interval(r, q) for r in ref_rows if r.get(key)],
+                                prev_rows.get((key, bs)), [r.get(key) for r in recent]))
+    row = _figure_row("throughput_ips", "throughput b{} (img/s)".format(bs), bs, cur.get("throughput_ips"),
+                      [r.get("throughput_ips") for r in ref_rows], mean_interval(cur, cur.get("throughput_ips")),
+                      tolerance, k, False, allow, (),
+                      prev_rows.get(("throughput_ips", bs)), [r.get("throughput_ips") for r in recent])
+    row["note"] = "measured: the benchmark's throughput (interval from the calls' spread); " + row["note"]
     rows.append(row)
     return rows
 
 
-def _throughput_interval(row):
-    """The median-call throughput's 95 % interval: batch / the p50's interval."""
-    iv = quantile_interval(row, 0.5)
-    if iv is None:
-        return None
-    bs = row["batch_size"]
-    return tuple(sorted(bs * 1000.0 / v if 0 < v < math.inf else (math.inf if v <= 0 else 0.0) for v in iv))
-
-
-def _figure_row(key, label, bs, cur, values, interval, tolerance, k, lower_is_better, allow, ref_intervals=()):
+def _figure_row(key, label, bs, cur, values, interval, tolerance, k, lower_is_better, allow, ref_intervals=(),
+                previous=None, recent=()):
     base = values[0] if values else None
     row = {"figure": key, "label": label, "batch_size": bs, "baseline": base, "current": cur,
            "interval": None if interval is None else [None if math.isinf(v) else v for v in interval]}
     values = [v for v in values if v]
-    if cur is None or not values:
+    if not cur or not values:
         return dict(row, reference=None, band=None, change=None, status="not compared",
                     note="not measured tonight" if cur is None else "not measured in the reference nights")
     judged = level_judgement(cur, values, interval, tolerance, k, lower_is_better, allow, ref_intervals)
-    judged.pop("threshold")
+    judged = persistence_judgement(judged, cur, list(recent), previous, lower_is_better)
+    for private in ("threshold", "d", "night_var", "var", "n", "tol"):
+        judged.pop(private, None)
     return dict(row, **judged)
 
 

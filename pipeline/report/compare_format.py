@@ -66,13 +66,14 @@ def _md(text):
 
 def format_markdown(result):
     verdict = result["verdict"]
-    head = "pass" if verdict == "pass" else "**{}**".format(verdict)
+    head = {"pass": "pass", "suspect": "**suspect** (amber: out of band tonight, red only if it persists)",
+            "throttled": "**throttled** (amber: flagged, not judged)"}.get(verdict, "**{}**".format(verdict))
     out = ["### deploy compare: {} — {}".format(head, _md(result["hardware"]["label"])), ""]
     out += ["> " + _md(r) for r in result["reasons"]]
     out += ["", "| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
     for line in _lines(result):
-        if line[6] == "regression":
-            line[6] = "**regression**"
+        if line[6] in ("regression", "suspect"):
+            line[6] = "**{}**".format(line[6])
         out.append("| " + " | ".join(_md(c) for c in line) + " |")
     ref = result["reference"]
     out += ["", "Reference: median of {} night{} on the baseline's fingerprint ({} failed), baseline {}.".format(

@@ -1,5 +1,6 @@
-"""The gate's statistics: a benchmark quantile's 95 % interval, the nights' spread, and the judgement
-of one figure against the reference nights (``level_judgement``: ok, noise, regression, improved).
+"""The gate's statistics: a benchmark quantile's 95 % interval, the nights' spread, the judgement of one
+figure against the reference nights (``level_judgement``: ok, noise, out of band, improved), and whether
+a figure out of band is a regression or only suspect (``persistence_judgement``: red means persistent).
 The rule in words is pipeline.report.compare's docstring; the comparison of two runs is compare_runs there."""
 
 import math
@@ -11,7 +12,19 @@ MIN_NIGHTS = 5  # below this the MAD of the nights says little about their sprea
 SIGMA_PRIOR = 0.02  # night-to-night sigma (of ln figure) assumed until MIN_NIGHTS nights say otherwise
 SIGMA_FLOOR = 0.01  # the MAD of a few quiet nights can be near zero by chance
 MEDIAN_VAR = math.pi / 2  # variance of a median of n normal values: (pi / 2) sigma^2 / n
-COMPARED = ("ok", "regression", "improved", "noise")  # the statuses of a figure that was compared
+COMPARED = ("ok", "regression", "suspect", "improved", "noise")  # the statuses of a figure that was compared
+OUT_OF_BAND = ("suspect", "regression")  # a night's figure beyond its band (a regression: confirmed)
+# Red means persistent: a figure out of band is a regression only when it is confirmed by
+#   - the previous night: the same figure out of band (suspect or regression) then too; or
+#   - a window: the median of the last WINDOW nights (tonight's included) beyond WINDOW_K sigma of that
+#     median (and the tolerance): the slow step (+5 %) that single nights cannot tell from drift; or
+#   - its size: beyond FIRST_NIGHT_SIGMAS sigma and FIRST_NIGHT_FLOOR (+25 % is red on its first night).
+WINDOW = 3
+WINDOW_K = 3.0
+MEDIAN3_VAR = 0.449  # variance of the median of 3 normal values, in sigma^2
+FIRST_NIGHT_SIGMAS = 4.0
+FIRST_NIGHT_FLOOR = 0.12
+LOG_MIN = math.log(1e-300)  # values below this (denormals) are clamped: a change stays finite
 
 
 
@@ -23,9 +36,20 @@ def quantile_interval(result, q):
     n = result.get("iterations")
     if not pct or len(pct) != 101 or not n:
         return None
+    n = float(min(n, 10 ** 15))  # 10^400 calls parse (an int) but do not convert to a float
     half = Z95 * math.sqrt(q * (1 - q) / n)
     low, high = q - half, q + half + 1.0 / n  # + one call: the rank above n*q
     return (_at(pct, low * 100) if low >= 0 else -math.inf), (_at(pct, high * 100) if high <= 1 else math.inf)
+
+
+def mean_interval(result, value):
+    """(low, high) of the 95 % interval of a figure proportional to the mean call (the measured throughput,
+    ``value``): the mean's relative standard error, std / mean / sqrt(calls); None when not recorded."""
+    mean, std, n = result.get("mean_ms"), result.get("std_ms"), result.get("iterations")
+    if not value or not mean or std is None or not n or mean <= 0:
+        return None
+    rel = min(Z95 * std / mean / math.sqrt(float(min(n, 10 ** 15))), LOG_SPAN)
+    return _exp(_ln(value) - rel), _exp(_ln(value) + rel)
 
 
 def _at(pct, position):
@@ -56,9 +80,9 @@ def level_judgement(current, values, interval, tolerance, k, lower_is_better=Tru
     Returns dict(reference, band, change, status, note, threshold)."""
     n = len(values)
     ref = statistics.median(values)
-    logs = [math.log(v) for v in values]
+    logs = [_ln(v) for v in values]
     sign = 1.0 if lower_is_better else -1.0
-    d = sign * (math.log(current) - math.log(ref))
+    d = sign * (_ln(current) - _ln(ref))
     run_sigma = _interval_sigma(interval, current)
     notes = []
     if math.isinf(run_sigma):  # p99 of 100 calls is its second-slowest call: the nights' MAD would not save it
@@ -69,20 +93,22 @@ def level_judgement(current, values, interval, tolerance, k, lower_is_better=Tru
     if n >= MIN_NIGHTS:
         mid = statistics.median(logs)
         night = max(MAD_SIGMA * statistics.median(abs(v - mid) for v in logs), SIGMA_FLOOR)
+        night_var = night ** 2
         var = night ** 2 * MEDIAN_VAR / n + max(night ** 2, run_sigma ** 2)
-        spread = "nights' spread ±{:.1%} over {} nights".format(math.expm1(night), n)
+        spread = "nights' spread ±{:.1%} over {} nights".format(_expm1(night), n)
     else:
+        night_var = SIGMA_PRIOR ** 2
         var = SIGMA_PRIOR ** 2 * (1 + MEDIAN_VAR / n) + run_sigma ** 2
         spread = "{} reference night{}: nights' spread assumed ±{:.1%} until {}".format(
             n, "" if n == 1 else "s", SIGMA_PRIOR, MIN_NIGHTS)
     tol = math.log1p(tolerance)
-    threshold = max(tol, k * math.sqrt(var))
-    band = sorted((ref * math.exp(-threshold), ref * math.exp(threshold)))
+    threshold = min(max(tol, k * math.sqrt(var)), LOG_SPAN)
+    band = sorted((_exp(_ln(ref) - threshold), _exp(_ln(ref) + threshold)))
     if interval is not None and not any(math.isinf(v) for v in interval):
-        half = (math.log(max(interval)) - math.log(min(interval))) / 2 if min(interval) > 0 else math.inf
+        half = (_ln(max(interval)) - _ln(min(interval))) / 2 if min(interval) > 0 else math.inf
         if half > tol:
             notes.append("its 95 % interval (±{:.1%}) is wider than the tolerance ({:.0%}): more calls would "
-                         "judge it closer".format(math.expm1(half), tolerance))
+                         "judge it closer".format(_expm1(half), tolerance))
     overlap = _overlap(interval, ref_intervals, d > 0, lower_is_better)
     if abs(d) <= tol:
         status, why = "ok", "within {:.0%} of the reference".format(tolerance)
@@ -90,16 +116,63 @@ def level_judgement(current, values, interval, tolerance, k, lower_is_better=Tru
         status, why = "noise", "beyond {:.0%}, but tonight's 95 % interval overlaps the reference nights' ({})".format(
             tolerance, overlap)
     elif d > threshold:
-        status, why = "regression", "worse by more than {:.1%} ({})".format(math.expm1(threshold), spread)
+        status, why = "regression", "worse by more than {:.1%} ({})".format(_expm1(threshold), spread)
         if not allow_regression:
             status = "noise"
             why += "; host CPU figures: a regression only against {} nights of history".format(MIN_NIGHTS)
     elif d < -threshold:
-        status, why = "improved", "better by more than {:.1%} ({})".format(math.expm1(threshold), spread)
+        status, why = "improved", "better by more than {:.1%} ({})".format(_expm1(threshold), spread)
     else:
         status, why = "noise", "beyond {:.0%} but within the noise, ±{:.1%} ({})".format(
-            tolerance, math.expm1(threshold), spread)
-    return _level_row(ref, band, current, status, "; ".join([why] + notes), threshold)
+            tolerance, _expm1(threshold), spread)
+    row = _level_row(ref, band, current, status, "; ".join([why] + notes), threshold)
+    row.update(d=d, night_var=night_var, var=var, n=n, tol=tol)
+    return row
+
+
+def persistence_judgement(judged, current, recent, previous_status, lower_is_better=True):
+    """Red means persistent. ``judged``: level_judgement's row for tonight's ``current``; ``recent``: this figure on the
+    nights before tonight, newest last (None where a night did not measure it); ``previous_status``: its
+    status on the previous night (that night's comparison.json), or None. A figure out of band ("regression"
+    from level_judgement) stays a regression when confirmed (module comment above), else becomes "suspect"."""
+    if judged["status"] != "regression":
+        return judged
+    d, var, tol = judged["d"], judged["var"], judged["tol"]
+    first = max(math.log1p(FIRST_NIGHT_FLOOR), FIRST_NIGHT_SIGMAS * math.sqrt(var))
+    if d > first:
+        return dict(judged, note=judged["note"] + "; beyond {:.1%}: a regression on its first night".format(
+            _expm1(first)))
+    if previous_status in OUT_OF_BAND:
+        return dict(judged, note=judged["note"] + "; out of band the night before too ({}): confirmed".format(
+            previous_status))
+    window = [v for v in recent[-(WINDOW - 1):] if v is not None and v > 0]
+    if len(window) == WINDOW - 1:
+        sign = 1.0 if lower_is_better else -1.0
+        ref_log = _ln(judged["reference"])
+        med = statistics.median(sign * (_ln(v) - ref_log) for v in window + [current])
+        spread = judged["night_var"] * (MEDIAN3_VAR + MEDIAN_VAR / judged["n"])
+        limit = max(tol, WINDOW_K * math.sqrt(spread))
+        if med > limit:
+            return dict(judged, note=judged["note"] + "; the median of the last {} nights is {:+.1%}, beyond "
+                        "{:.1%}: confirmed".format(WINDOW, _expm1(med), _expm1(limit)))
+    return dict(judged, status="suspect", note=judged["note"] + "; suspect: a regression only if it persists "
+                "(out of band the next night, or the median of {} nights beyond its band)".format(WINDOW))
+
+
+LOG_SPAN = 700.0  # exp() of more overflows a float
+
+
+def _ln(v):
+    """ln of a figure > 0, finite for every float (a denormal is clamped at 1e-300)."""
+    return max(math.log(v), LOG_MIN) if v > 0 else LOG_MIN
+
+
+def _expm1(x):
+    return math.expm1(max(min(x, LOG_SPAN), -LOG_SPAN))
+
+
+def _exp(x):
+    return math.exp(max(min(x, LOG_SPAN), -LOG_SPAN))
 
 
 def _overlap(interval, ref_intervals, worse, lower_is_better):
@@ -116,8 +189,20 @@ def _overlap(interval, ref_intervals, worse, lower_is_better):
 
 
 def _level_row(ref, band, current, status, note, threshold):
-    return {"reference": ref, "band": band, "change": current / ref - 1, "status": status, "note": note,
+    return {"reference": ref, "band": band, "change": relative_change(current, ref), "status": status, "note": note,
             "threshold": threshold}
+
+
+CHANGE_LIMIT = 1e6  # a relative change is reported within +-1e6 (a million times): finite, JSON-safe
+
+
+def relative_change(current, ref):
+    """current / ref - 1, finite: a denormal reference (5e-324) gives +1e6, not infinity."""
+    try:
+        change = current / ref - 1
+    except (ZeroDivisionError, OverflowError):
+        change = math.inf
+    return max(-1.0, min(change, CHANGE_LIMIT)) if not math.isnan(change) else 0.0
 
 
 def _interval_sigma(interval, value):
@@ -127,4 +212,4 @@ def _interval_sigma(interval, value):
     lo, hi = min(interval), max(interval)
     if math.isinf(lo) or math.isinf(hi) or lo <= 0:
         return math.inf
-    return (math.log(hi) - math.log(lo)) / (2 * Z95)
+    return (_ln(hi) - _ln(lo)) / (2 * Z95)

@@ -7,13 +7,19 @@ everything else is derived from that reading:
     is_host_only(run), host_cpu   whether the figures are the host's CPU's, and that CPU in words
     hardware(run)                 what measured the run, in words
     fingerprint_reasons(a, b, e)  why two fingerprints are not comparable
+    converters(run)               the converter versions that made the run's ONNX model (its convert manifest)
 """
+
+import functools
+from pathlib import Path
 
 from pipeline.device.client import FINGERPRINT_FIELDS
 
 # the gate's keys; pipeline/cli/verbs/compare.py keeps a copy for --expect-change's choices, held equal by
 # tests/report/test_machine.py (this package's import would cost every verb's --help pydantic)
-FINGERPRINT_KEYS = ("kind", "board", "gpu", "jetpack", "tensorrt", "runtime", "power_mode", "clocks")
+FINGERPRINT_KEYS = ("kind", "board", "gpu", "jetpack", "tensorrt", "runtime", "power_mode", "clocks", "converters")
+CONVERTERS = ("tensorflow", "tf2onnx", "onnx", "onnxruntime")  # the convert stage's tools (its manifest's stage_tools)
+OPTIONAL_KEYS = ("converters",)  # not recorded on one side (an older run): not a difference
 
 
 def _where(run):
@@ -43,7 +49,36 @@ def fingerprint(run):
     return {"kind": kind, "board": fp["board"] or fp["model"],
             "gpu": fp["gpu"] if kind == "desktop-gpu" else None,
             "jetpack": fp["jetpack"] or fp["l4t"], "tensorrt": fp["tensorrt"],
-            "runtime": where.get("runtime"), "power_mode": fp["power_mode"], "clocks": _clocks(fp["clocks_locked"])}
+            "runtime": where.get("runtime"), "power_mode": fp["power_mode"], "clocks": _clocks(fp["clocks_locked"]),
+            "converters": converters(run)}
+
+
+def converters(run):
+    """"tensorflow 2.21.0, tf2onnx 1.17.0, onnx 1.17.0, onnxruntime 1.20.1": the versions the run's convert stage
+    ran with (``<run>/convert/manifest.json``'s stage_tools), or None when not recorded. A converter that changes
+    changes the ONNX graph, and so the engine TensorRT builds from it."""
+    path = Path(run.get("dir") or ".") / "convert" / "manifest.json"
+    try:
+        stamp = path.stat().st_mtime_ns if path.is_file() else None
+    except OSError:
+        stamp = None
+    return None if stamp is None else _converters(str(path), stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _converters(path, stamp):
+    from pipeline import records
+    from pipeline.errors import DeployError
+
+    try:
+        manifest = records.read(Path(path), "manifest") or {}
+    except DeployError:
+        return None  # the reader (deploy report, load_run) names a bad manifest; the fingerprint says "not recorded"
+    tools = manifest.get("stage_tools")
+    if not isinstance(tools, dict):
+        return None
+    found = ["{} {}".format(name, tools[name]) for name in CONVERTERS if isinstance(tools.get(name), str)]
+    return ", ".join(found) or None
 
 
 def _kind(where, fp):
@@ -70,7 +105,8 @@ def fingerprint_items(run, gate=None):
         fp = ref.get("fingerprint") or {}
         items = [("board", fp.get("board")), ("GPU", fp.get("gpu")), ("JetPack", fp.get("jetpack")),
                  ("TensorRT", fp.get("tensorrt")), ("power mode", fp.get("power_mode")),
-                 ("clocks", "NOT locked" if fp.get("clocks") == "not locked" else fp.get("clocks"))]
+                 ("clocks", "NOT locked" if fp.get("clocks") == "not locked" else fp.get("clocks")),
+                 ("converters", fp.get("converters"))]
         return [(k, str(v)) for k, v in items if v not in (None, "")]
     if is_host_only(run):
         items = []
@@ -78,7 +114,8 @@ def fingerprint_items(run, gate=None):
         fp = recorded(where)
         items = [("board", fp["board"] or fp["model"]), ("GPU", fp["gpu"]), ("L4T", fp["l4t"]),
                  ("JetPack", fp["jetpack"]), ("TensorRT", fp["tensorrt"]), ("CUDA", fp["cuda"]),
-                 ("power mode", fp["power_mode"]), ("clocks", _clocks(fp["clocks_locked"], "NOT locked"))]
+                 ("power mode", fp["power_mode"]), ("clocks", _clocks(fp["clocks_locked"], "NOT locked")),
+                 ("converters", converters(run))]
         items = [(k, str(v)) for k, v in items if v not in (None, "")]
     if not items:
         cpu = host_cpu(where)
@@ -139,9 +176,16 @@ def hardware(run):
 KIND_WORDS = {"jetson": "a Jetson", "desktop-gpu": "a desktop GPU", "host-cpu": "a host CPU"}
 
 
+def fingerprint_differs(base_fp, cur_fp):
+    """{key: (baseline's, current's)} of the gate's keys that differ (a converter version not recorded on one
+    side is not a difference)."""
+    return {key: (base_fp.get(key), cur_fp.get(key)) for key in FINGERPRINT_KEYS if base_fp.get(key) != cur_fp.get(key)
+            and not (key in OPTIONAL_KEYS and None in (base_fp.get(key), cur_fp.get(key)))}
+
+
 def fingerprint_reasons(base_fp, cur_fp, expect):
     """(reasons not comparable, notes of expected changes)."""
-    differs = {key: (base_fp[key], cur_fp[key]) for key in FINGERPRINT_KEYS if base_fp[key] != cur_fp[key]}
+    differs = fingerprint_differs(base_fp, cur_fp)
     if not differs:
         return [], []
     text = "; ".join("{} {} vs {}".format(key, a, b) for key, (a, b) in differs.items())

@@ -126,8 +126,8 @@ def test_a_lucky_baseline_does_not_fail_typical_nights_h5(tmp_path):
     (row,) = [r for r in result["rows"] if r["label"] == "p50 b1 (ms)"]
     assert row["reference"] == pytest.approx(4.0, rel=0.01) and row["baseline"] == pytest.approx(3.84, rel=0.01)
     assert row["band"][0] < 4.0 < row["band"][1] and row["interval"][0] < row["current"] < row["interval"][1]
-    slow = night(tmp_path / "slow", 21, 4.4)  # +10 % over the typical level
-    assert compare_runs(load_run(base), load_run(slow), [load_run(h) for h in hist])["verdict"] == "regression"
+    slow = night(tmp_path / "slow", 21, 4.4)  # +10 % over the typical level: suspect on its first night
+    assert compare_runs(load_run(base), load_run(slow), [load_run(h) for h in hist])["verdict"] == "suspect"
 
 
 def test_failed_nights_are_kept_and_flagged_regressed_ones_left_out_h5(tmp_path):
@@ -189,14 +189,19 @@ def test_p99_of_100_calls_is_not_judged_even_with_history_m2(tmp_path):
     assert status(result, "p99 b1 (ms)") == "noise" and result["verdict"] == "pass"
 
 
-def test_throughput_is_judged_on_the_median_call_m2(tmp_path):
-    """3 % of calls stalled 20x: the mean-based throughput halves, the median call does not move."""
+def test_throughput_is_the_benchmarks_measured_throughput_issue_28(tmp_path):
+    """One throughput definition everywhere (issue 28, "two throughputs"): the gate judges the benchmark's
+    measured throughput_ips, the figure the benchmark and the report show, not batch / p50 (old: 250 img/s
+    beside the benchmark's 170). 3 % of calls stalled 20x: the board delivered fewer images per second, and
+    the gate says so; the median call (p50) does not move."""
     base = make_run(tmp_path / "base", medians={1: 4.0}, spread=0.02, n=1000)
     cur = make_run(tmp_path / "cur", medians={1: 4.0}, spread=0.02, n=1000, seed=3, slow_calls=0.03)
-    assert load_run(cur)["benchmark"]["results"][0]["throughput_ips"] < 0.7 * 250
+    measured = load_run(cur)["benchmark"]["results"][0]["throughput_ips"]
+    assert measured < 0.7 * 250
     result = compare_runs(load_run(base), load_run(cur))
     (row,) = [r for r in result["rows"] if r["figure"] == "throughput_ips"]
-    assert row["status"] == "ok" and row["current"] == pytest.approx(250, rel=0.01) and "median call" in row["note"]
+    assert row["current"] == measured and "measured" in row["note"] and row["status"] == "regression"
+    assert status(result, "p50 b1 (ms)") == "ok"
 
 
 # --- M1: accuracy

@@ -31,7 +31,7 @@ def test_what_a_jetson_records_is_what_the_gate_and_the_report_read():
     run = _run({"runtime": "tensorrt", "on_target_device": True, "fingerprint": fp})
     assert machine.fingerprint(run) == {"kind": "jetson", "board": "jetson_tx2", "gpu": None, "jetpack": "4.6.6",
                                         "tensorrt": "8.2.1", "runtime": "tensorrt", "power_mode": "MAXN",
-                                        "clocks": "not locked"}
+                                        "clocks": "not locked", "converters": None}
     assert machine.fingerprint_items(run) == [("board", "jetson_tx2"), ("L4T", "32.7.6"), ("JetPack", "4.6.6"),
                                               ("TensorRT", "8.2.1"), ("CUDA", "10.2"), ("power mode", "MAXN"),
                                               ("clocks", "NOT locked")]
@@ -72,3 +72,31 @@ def test_a_fact_the_device_stops_recording_breaks_the_reader_loudly(monkeypatch,
     run = _run({"runtime": "tensorrt", "on_target_device": True, "fingerprint": record(JETSON_PROBE)})
     with pytest.raises(KeyError):
         machine.fingerprint(run)
+
+
+def _converted(tmp_path, name, tools):
+    from reportkit import edit_json, make_run
+
+    run = make_run(tmp_path / name)
+    if tools is not None:
+        edit_json(run / "convert" / "manifest.json", lambda m: m.update(stage_tools=tools))
+    return run
+
+
+def test_the_converter_versions_are_in_the_fingerprint_issue_28(tmp_path):
+    """Issue 28 item 5: a red night can come from a converter, not the commit: the versions the convert stage
+    ran with are a gate key (old: not recorded, a tf2onnx upgrade changed the engine unseen)."""
+    from pipeline.report.collect import load_run
+    from pipeline.report.compare import compare_runs
+
+    tools = {"tensorflow": "2.21.0", "tf2onnx": "1.17.0", "onnx": "1.17.0", "onnxruntime": "1.20.1"}
+    base = load_run(_converted(tmp_path, "base", tools))
+    assert machine.fingerprint(base)["converters"] == "tensorflow 2.21.0, tf2onnx 1.17.0, onnx 1.17.0, onnxruntime 1.20.1"
+    assert ("converters", "tensorflow 2.21.0, tf2onnx 1.17.0, onnx 1.17.0, onnxruntime 1.20.1") in \
+        machine.fingerprint_items(base)
+    newer = load_run(_converted(tmp_path, "newer", dict(tools, tf2onnx="1.18.0")))
+    result = compare_runs(base, newer)
+    assert result["verdict"] == "not comparable" and "converters" in result["reasons"][0]
+    assert compare_runs(base, newer, expect_change=["converters"])["verdict"] == "pass"
+    older = load_run(_converted(tmp_path, "older", None))  # not recorded (a run from before): not a difference
+    assert machine.fingerprint(older)["converters"] is None and compare_runs(base, older)["verdict"] == "pass"
