@@ -36,12 +36,15 @@ def _noop(message):
 class DeviceRun:
     """The agent on ``device``: the engine on TensorRT, else the ONNX model on ONNX Runtime (``model_for``).
     Same request and answer as the host's ``pipeline.bench.host.HostRun``. ``transport`` (the config's
-    device.transport) and ``power`` (device.power) label and shape the request; ``log`` takes progress lines."""
+    device.transport) and ``power`` (device.power) label and shape the request; ``engine_manifest`` is the
+    engine stage's engine.json (the only source of a DLA core in ``where``); ``log`` takes progress lines."""
 
-    def __init__(self, device, engine, onnx, *, dla_core=None, power=False, transport=None, log=_noop):
+    def __init__(self, device, engine, onnx, *, engine_manifest=None, dla_core=None, power=False, transport=None,
+                 log=_noop):
         from pipeline.backends.device import DeviceSession
 
         self.device, self.transport, self.log = device, transport, log
+        self.engine_manifest = engine_manifest  # the engine stage's engine.json: the engine's DLA placement
         self.model_path, self.backend = model_for(device, engine, onnx)
         remote_model = self.device.transport.send(self.model_path)
         self.session = DeviceSession(self.device, remote_model, self.backend, dla_core=dla_core)
@@ -80,8 +83,8 @@ class DeviceRun:
             where["warnings"] = warnings
             for w in warnings:
                 self.log("warning: " + w)
-        if self.backend == "tensorrt":
-            where.update(dla_fields(self.model_path.with_name("engine.json")))
+        if self.backend == "tensorrt" and self.engine_manifest is not None:
+            where.update(dla_fields(self.engine_manifest))
         return where
 
     def note(self, label, target):

@@ -1,31 +1,24 @@
-"""The host's view of a device: one transport per run, the board's identity asked once, and the
-check that the board is the one the target file describes.
+"""The host's view of a device: a transport, the board's identity asked once, and the check that the
+board is the one the target file describes. A Device is a value: whoever opens it passes it on and
+closes it (a stage opens the run's device for its own work and closes it when it ends: no agent, no
+ssh connection outlives the stage that needed it).
 
-    device = device_for(config, progress)     # memoised per config for the run
-    device.ping()                              # {python, has: {tensorrt, onnxruntime, numpy, uff}} (fast)
-    device.probe()                             # the full identity (pipeline/device/agent/probe.py)
-    device.check_tensorrt(target)              # error (or warning) when the board's TensorRT differs
+    with open_device(config, progress) as device:
+        device.ping()                          # {python, has: {tensorrt, onnxruntime, numpy, uff}} (fast)
+        device.probe()                         # the full identity (pipeline/device/agent/probe.py)
+        device.check_tensorrt(target)          # error (or warning) when the board's TensorRT differs
 """
 
 from pathlib import Path
 
 from pipeline.device.errors import DeviceError
 from pipeline.device.transport import agent_python
-from pipeline.files import at_exit
-
-_OPEN = {}
 
 
-def device_for(config, progress=None):
-    """The Device of ``config.device`` (one per config object and process; closed at exit)."""
-    key = id(config.device)
-    device = _OPEN.get(key)
-    if device is None:
-        device = Device(config.device, progress, python=python_for(config), run_dir=run_folder(config))
-        _OPEN[key] = device
-    elif progress is not None:
-        device.transport.progress = progress
-    return device
+def open_device(config, progress=None):
+    """The Device of ``config.device`` (its agent's interpreter and run folder from ``config``); close it, or use
+    it in a ``with`` block."""
+    return Device(config.device, progress, python=python_for(config), run_dir=run_folder(config))
 
 
 def run_folder(config):
@@ -43,28 +36,20 @@ def python_for(config):
     ``--set``, the current folder)."""
     keypath = ("device", "python")
     where = config.where(*keypath) if hasattr(config, "where") else "device.python"
-    return agent_python(config.device, base=_folder_setting(config, keypath), where=where)
+    return agent_python(config.device, base=setting_folder(config, where), where=where)
 
 
-def _folder_setting(config, keypath):
-    source = getattr(config, "_source", None)
-    if source is not None:
-        if any(keypath[:len(p)] == p or p[:len(keypath)] == keypath for p in getattr(source, "overrides", ())):
-            return Path.cwd()
-        for path, lines in getattr(source, "files", ()):
-            if keypath in lines:
-                return Path(path).parent
+def setting_folder(config, where):
+    """The folder a relative path counts from, given ``where`` the config says a setting comes from
+    (``Config.where``: "file:line", or "--set"): that file's folder; the current folder for --set; else the
+    config file's folder."""
+    if where == "--set":
+        return Path.cwd()
+    file, colon, line = str(where or "").rpartition(":")
+    if colon and line.isdigit() and file:
+        return Path(file).parent
     path = getattr(config, "path", None)
     return Path(path).parent if path else Path.cwd()
-
-
-def close_all():
-    for device in _OPEN.values():
-        device.transport.close()
-    _OPEN.clear()
-
-
-at_exit(close_all)  # also before deploy's fast exit (pipeline.cli.entry), which skips atexit
 
 
 class Device:
@@ -76,6 +61,17 @@ class Device:
 
     def describe(self):
         return self.transport.describe()
+
+    def close(self):
+        """Stop the agent and the connection (SIGTERM, then SIGKILL where it does not go)."""
+        self.transport.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def call(self, request, timeout=None, what=None):
         return self.transport.call(request, timeout=timeout, what=what)

@@ -7,7 +7,7 @@ matches no Jetson target. ``not_target`` says why the machine is not the config'
 ``--strict`` exits non-zero on): another board, or the board's TensorRT differing from the target's.
 """
 
-from pipeline.device.client import device_for, hardware_label, same_version
+from pipeline.device.client import hardware_label, open_device, same_version
 from pipeline.errors import DeployError
 
 COMPARED = ("tensorrt", "cuda", "cudnn", "jetpack", "python")
@@ -20,8 +20,8 @@ def probe_report(config):
     if config.device is None:
         raise DeployError("{}: the config has no device: section; add one (transport: local on the board, or ssh with "
                           "host, user, identity_file), or pass --set device.transport=local".format(config.path))
-    device = device_for(config)
-    facts = device.probe()
+    with open_device(config) as device:
+        facts = device.probe()
     report = {"device": device.describe(), "probe": facts, "config_target": config.target, "matches": None,
               "differences": []}
     board = facts.get("board") if facts.get("kind", "jetson") == "jetson" else None

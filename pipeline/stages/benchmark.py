@@ -16,30 +16,45 @@ INPUT_RANGE = (0.0, 255.0)
 
 @stage(
     "benchmark",
-    inputs={"onnx": "convert", "engine": "engine"},
-    optional=("engine",),
+    inputs={"onnx": "convert", "engine": "engine", "engine_manifest": "engine"},
+    optional=("engine", "engine_manifest"),
     outputs={"benchmark": "benchmark.json"},
-    version=4,
+    version=5,
     uses=("target", "dataset", "device"),
     tools=("onnxruntime", "numpy"),
 )
 def benchmark(ctx):
-    """Measure latency and throughput of the model for each batch size (on the device when configured)."""
+    """Measure latency and throughput of the model for each batch size (on the device when configured). One
+    benchmark at a time on this machine (``device.turns``): a timed loop here never shares the CPU with another
+    run's benchmark work."""
+    from pipeline.device.turns import benchmark_turn
+
+    with benchmark_turn(ctx.progress.log):
+        if ctx.config.device is not None:
+            from pipeline.device.client import open_device
+
+            with open_device(ctx.config, ctx.progress) as device:
+                return _measure(ctx, _device_run(ctx, device))
+        from pipeline.bench.host import HostRun
+
+        return _measure(ctx, HostRun(onnx_file(ctx.inputs["onnx"]), ctx.progress))
+
+
+def _device_run(ctx, device):
+    """The run on ``device``: the engine (with the engine stage's engine.json, for its DLA placement) on TensorRT,
+    else the ONNX model on ONNX Runtime there."""
+    from pipeline.device.benchmark import DeviceRun
+
+    engine = ctx.config.stages.engine
+    return DeviceRun(device, ctx.inputs.get("engine"), ctx.inputs["onnx"], engine_manifest=ctx.inputs.get("engine_manifest"),
+                     dla_core=engine.dla_core if engine is not None else None, power=ctx.config.device.power,
+                     transport=ctx.config.device.transport, log=ctx.progress.log)
+
+
+def _measure(ctx, run):
     from pipeline.bench import report as bench_report
 
     opts = ctx.options
-    if ctx.config.device is not None:
-        from pipeline.device.benchmark import DeviceRun
-        from pipeline.device.client import device_for
-
-        engine = ctx.config.stages.engine
-        run = DeviceRun(device_for(ctx.config, ctx.progress), ctx.inputs.get("engine"), ctx.inputs["onnx"],
-                        dla_core=engine.dla_core if engine is not None else None, power=ctx.config.device.power,
-                        transport=ctx.config.device.transport, log=ctx.progress.log)
-    else:
-        from pipeline.bench.host import HostRun
-
-        run = HostRun(onnx_file(ctx.inputs["onnx"]), ctx.progress)
     try:
         settings = {
             "batch_sizes": list(opts.batch_sizes), "warmup": opts.warmup,
@@ -56,8 +71,9 @@ def benchmark(ctx):
         answer = run.benchmark(request)
         label = dict(answer["label"])
         on_target = bench_report.on_target_device(label, ctx.target, run.board)
-        where = dict(label, target=ctx.target.name, target_runtime=ctx.target.runtime,
-                     on_target_device=on_target)
+        # the label's dla_core is the core asked for; where the engine runs is engine.json's placement (run.where)
+        where = dict({k: v for k, v in label.items() if k != "dla_core"}, target=ctx.target.name,
+                     target_runtime=ctx.target.runtime, on_target_device=on_target)
         where.update(run.where(label, ctx.target))
         if not on_target:
             where["note"] = run.note(label, ctx.target)

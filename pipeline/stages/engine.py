@@ -19,9 +19,13 @@ def _pending(ctx):
                 "ssh from here)".format(target.tensorrt, target.name, target.jetpack))
     if cfg.backend == "onnxruntime":
         return "device.backend is onnxruntime: no engine to build"
-    from pipeline.device.client import device_for
+    from pipeline.device.client import open_device
 
-    device = device_for(ctx.config, ctx.progress)
+    with open_device(ctx.config, ctx.progress) as device:
+        return _device_pending(ctx, device)
+
+
+def _device_pending(ctx, device):
     if device.backend() != "tensorrt":
         return "TensorRT is not on {} (no Python bindings for {}); the benchmark runs the ONNX model with ONNX Runtime there".format(
             device.describe(), device.ping().get("executable"))
@@ -47,29 +51,33 @@ def route(ctx):
 
 
 @stage("engine", inputs={"onnx": "convert", "frozen_graph": "freeze", "io": "freeze", "report": "check"},
-       optional=("report",), outputs={"engine": "model.engine"}, version=2, uses=("target", "device", "dataset", "stages.convert.format", "stages.benchmark.batch_sizes"),
+       optional=("report",), outputs={"engine": "model.engine", "engine_manifest": "engine.json", "build_log": "build.log"},
+       version=3, uses=("target", "device", "dataset", "stages.convert.format", "stages.benchmark.batch_sizes"),
        pending_reason=_pending)
 def engine(ctx):
     """Build a TensorRT engine on the device (from the ONNX model, or from the frozen graph through UFF)."""
     from pipeline import records
-    from pipeline.device.client import device_for
+    from pipeline.device.client import open_device
     from pipeline.device import engine as trt
     from pipeline.files import onnx_file
 
     opts, onnx_path = ctx.options, onnx_file(ctx.inputs["onnx"])
-    device = device_for(ctx.config, ctx.progress)
-    where = dict(target=ctx.target, engine_path=ctx.output("engine"), log_path=ctx.out_dir / "build.log",
+    where = dict(target=ctx.target, engine_path=ctx.output("engine"), log_path=ctx.output("build_log"),
                  log=ctx.progress.log)
     inputs, uff = trt.onnx_inputs(onnx_path), route(ctx) == "uff"
-    if uff:
-        result = trt.build_uff(device, ctx.inputs["frozen_graph"], *_uff_io(ctx, inputs), opts, **where)
-    else:
-        bench = ctx.config.stages.benchmark
-        profile = trt.profile_for(inputs, opts, list(bench.batch_sizes) if bench is not None else [])
-        calibration = _calibration(ctx, inputs) if opts.precision == "int8" else None
-        result = trt.build(device, onnx_path, opts, profile, calibration=calibration, **where)
+    with open_device(ctx.config, ctx.progress) as device:
+        if uff:
+            result = trt.build_uff(device, ctx.inputs["frozen_graph"], *_uff_io(ctx, inputs), opts, **where)
+        else:
+            bench = ctx.config.stages.benchmark
+            profile = trt.profile_for(inputs, opts, list(bench.batch_sizes) if bench is not None else [])
+            calibration = _calibration(ctx, inputs) if opts.precision == "int8" else None
+            result = trt.build(device, onnx_path, opts, profile, calibration=calibration, **where)
+    if result.log is None:  # a declared output: say that the device kept none, rather than leave it out
+        ctx.output("build_log").write_text("deploy: {} returned no build log for this engine\n".format(result.device),
+                                           encoding="utf-8")
     manifest = result.manifest
-    records.write(ctx.out_dir / "engine.json", manifest, "engine")  # schema deploy.engine/1 (pipeline.records)
+    records.write(ctx.output("engine_manifest"), manifest, "engine")  # schema deploy.engine/1 (pipeline.records)
     size_s = "{:.1f} MB, built in {:.1f} s on {}".format(manifest.get("engine_bytes", 0) / 1e6,
                                                          manifest.get("build_s", 0), result.device)
     if uff:

@@ -174,3 +174,102 @@ def test_consistency_is_not_run_on_a_static_dla_engine(tmp_path):
     ctx = _consistency_context(tmp_path, "fp16", dla_core=0, engine_file=tmp_path / "m.engine")
     ctx.options.batch_sizes = [4]
     assert _consistency(ctx, _NoisyEngine("tensorrt"), "m.engine", [4]) is None
+
+
+class _DlaEngineStandIn(EngineStandIn):
+    """TensorRT's runner as the agent labels it: with the DLA core the request asked for."""
+
+    label = {"runtime": "tensorrt", "version": "10.3.0", "dla_core": 0}
+
+
+class _Board(object):
+    """A device whose agent answers in this process (commands.dispatch) with a TensorRT engine stand-in."""
+
+    def __init__(self):
+        self.transport = types.SimpleNamespace(send=str)
+        self.closed = False
+
+    def backend(self):
+        return "tensorrt"
+
+    def describe(self):
+        return "orin:22"
+
+    def call(self, request, timeout=None, what=None):
+        from pipeline.device.agent import commands
+
+        return commands.dispatch(request)
+
+    def probe(self):
+        return {"kind": "jetson", "board": "jetson_agx_orin", "tensorrt": "10.3.0", "clocks_locked": True}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.closed = True
+
+
+def _where(tmp_path, monkeypatch, dla, beside_the_engine=None):
+    """benchmark.json's where from the benchmark stage on a TensorRT board stand-in whose agent labels its run with
+    the requested DLA core 0; engine.json (its ``dla``: ``dla``) comes in as the engine stage's declared output,
+    from a folder of its own; ``beside_the_engine``: another engine.json's dla next to the engine file."""
+    from pipeline.device import client
+    from pipeline.device.agent import commands
+    from pipeline.stages import benchmark as stage
+
+    engine_file, manifest = tmp_path / "engine" / "model.engine", tmp_path / "declared" / "engine.json"
+    engine_file.parent.mkdir()
+    manifest.parent.mkdir()
+    engine_file.write_bytes(b"plan")
+    for path, placement in ((manifest, dla), (engine_file.with_name("engine.json"), beside_the_engine)):
+        if path == manifest or placement is not None:
+            path.write_text(json.dumps(dict({"precision": "fp16", "dla_core": 0}, **({"dla": placement} if placement
+                                                                                     else {}))))
+    board = _Board()
+    monkeypatch.setattr(client, "open_device", lambda config, progress=None: board)
+    monkeypatch.setattr(commands, "_model", lambda request: _DlaEngineStandIn())
+    monkeypatch.setattr(stage, "_accuracy", lambda ctx, session: None)
+    monkeypatch.setattr(stage, "_static_batch", lambda ctx: None)
+    ctx = _context(tmp_path, tiny_onnx(tmp_path / "model.onnx"), device_cfg(work_dir=str(tmp_path / "w"), power=False))
+    ctx.config.stages.engine = types.SimpleNamespace(dla_core=0, precision="fp16", max_batch_size=2)
+    ctx.inputs.update(engine=engine_file, engine_manifest=manifest)
+    ctx.target = types.SimpleNamespace(name="jetson_agx_orin", runtime="tensorrt")
+    stage.benchmark(ctx)
+    assert board.closed  # the stage closes the device it opened
+    return json.loads((tmp_path / "out" / "benchmark.json").read_text())["where"]
+
+
+def _placement(runs_on):
+    return {"core": 0, "layers_on_dla": 0 if runs_on in ("gpu", "unknown") else 5, "layers_on_gpu": 3,
+            "runs_on": runs_on, "source": "inspector"}
+
+
+@pytest.mark.parametrize("runs_on, placement_core", [("gpu", None), ("unknown", None), (None, None), ("dla", 0),
+                                                     ("mixed", 0)])
+def test_benchmark_json_names_a_dla_core_only_from_the_engines_placement(tmp_path, monkeypatch, runs_on,
+                                                                         placement_core):
+    """N3: the agent's label carries the requested core; benchmark.json's where.dla_core comes from engine.json's
+    placement only, never for an engine that runs on the GPU, whose placement is unknown, or that has none."""
+    where = _where(tmp_path, monkeypatch, None if runs_on is None else _placement(runs_on))
+    assert where.get("dla_core") == placement_core
+    assert where.get("dla", {}).get("runs_on") == runs_on
+
+
+def test_the_placement_is_read_from_the_declared_engine_json_not_beside_the_engine(tmp_path, monkeypatch):
+    """Rooms: engine.json reaches the benchmark as the engine stage's declared output (ctx.inputs), not by a path
+    next to the engine file."""
+    where = _where(tmp_path, monkeypatch, _placement("gpu"), beside_the_engine=_placement("dla"))
+    assert where["dla"]["runs_on"] == "gpu" and "dla_core" not in where
+
+
+def test_the_stages_declare_what_passes_between_them():
+    from pipeline.stages import pipeline_order, registry
+
+    stages = registry()
+    assert stages["engine"].outputs == {"engine": "model.engine", "engine_manifest": "engine.json",
+                                        "build_log": "build.log"}
+    assert stages["benchmark"].inputs["engine_manifest"] == "engine"
+    assert set(stages["benchmark"].optional) == {"engine", "engine_manifest"}  # a pending engine: ONNX Runtime runs
+    order = pipeline_order()
+    assert order.index("engine") < order.index("benchmark")

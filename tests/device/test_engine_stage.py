@@ -250,3 +250,42 @@ def test_the_work_folder_is_made_whatever_characters_its_path_has(tmp_path, monk
                     engine_path=tmp_path / "stage" / "u.engine", log_path=tmp_path / "stage" / "u.log")
     assert uff.engine.read_bytes() == b"plan"
     assert not list(tmp_path.glob("**/pwned"))
+
+
+@pytest.mark.parametrize("log_text", ["[I] built\n", None])
+def test_the_stage_writes_its_declared_outputs_and_closes_its_device(tmp_path, monkeypatch, log_text):
+    """Rooms: engine.json and build.log are declared outputs, so the runner hashes, caches and hands them on; a
+    device that kept no log gives a build.log saying so. The stage opens the device it was given by the config and
+    closes it when it ends (no module-level registry of open devices)."""
+    from pipeline.device import client
+    from pipeline.progress import Progress
+    from pipeline.stages import StageContext, registry
+    from pipeline.stages.engine import engine
+
+    from devicekit import tiny_onnx
+
+    class Board(_FakeDevice):
+        closed = False
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            Board.closed = True
+
+    board = Board(tmp_path, log_text)
+    monkeypatch.setattr(client, "open_device", lambda config, progress=None: board)
+    stages = SimpleNamespace(convert=None, engine=EngineOptions(max_batch_size=4),
+                             benchmark=SimpleNamespace(batch_sizes=[1, 4]))
+    out = tmp_path / "engine"
+    out.mkdir()
+    ctx = StageContext(name="engine", out_dir=out, inputs={"onnx": tiny_onnx(tmp_path / "m.onnx")},
+                       options=stages.engine, config=SimpleNamespace(stages=stages, device=device_cfg()),
+                       target=load_target("jetson_tx2"), progress=Progress("quiet"))
+    engine(ctx)
+    declared = registry()["engine"].outputs
+    assert sorted(p.name for p in out.iterdir()) == sorted(declared.values())
+    assert json.loads((out / "engine.json").read_text())["profile"]["input"]["max"] == [4, 4, 4, 3]
+    log = (out / "build.log").read_text()
+    assert log == "[I] built\n" if log_text else "returned no build log" in log
+    assert Board.closed
