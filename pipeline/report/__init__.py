@@ -5,8 +5,11 @@
     render_markdown(run)         -> the job summary (markdown)
     write_report(run_dir, ...)   -> writes <run>/report.html atomically and returns its path
 
-The gate's verdict comes first on both: ``comparison.json`` (``deploy compare ... -o``) in the run folder,
-beside it (naming the run), or given as ``comparison=`` (pipeline.report.verdict).
+Both open with what the run is opened for: the job's outcome when it went red (``steps=``, the job's step
+outcomes: pipeline.report.job), the gate's verdict where a current comparison exists (``comparison.json``
+from ``deploy compare ... -o`` in the run folder, beside it naming the run, or ``comparison=``; one older
+than the run's benchmark is marked stale, pipeline.report.verdict), then will it run on the target, what is
+pending and the next command, accuracy against TensorFlow and latency (pipeline.report.answers).
 """
 
 from pathlib import Path
@@ -18,9 +21,10 @@ from pipeline.report.plots import CACHE
 REPORT = "report.html"
 
 
-def write_report(run_dir, history=(), output=None, comparison=None):
+def write_report(run_dir, history=(), output=None, comparison=None, steps=None):
     """Write the HTML report of ``run_dir`` (to ``output`` or ``<run_dir>/report.html``); its path.
-    ``comparison``: the gate's comparison.json (default: the run folder's, see verdict.find_gate)."""
+    ``comparison``: the gate's comparison.json (default: the run folder's, see verdict.find_gate).
+    ``steps``: the job's step outcomes, [(step, outcome)] (pipeline.report.job.read_steps)."""
     from pipeline import __version__
     from pipeline.report.html import render_html
 
@@ -36,7 +40,7 @@ def write_report(run_dir, history=(), output=None, comparison=None):
     past = expand_history(history)
     gate = gate_for(run, run_dir, comparison)
     page = render_html(run, [r for r in past if Path(r["dir"]).resolve() != run_dir.resolve()],
-                       cache=run_dir / CACHE, generated_by="deploy " + __version__, gate=gate)
+                       cache=run_dir / CACHE, generated_by="deploy " + __version__, gate=gate, steps=steps)
     out = Path(output) if output else run_dir / REPORT
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -49,12 +53,12 @@ def write_report(run_dir, history=(), output=None, comparison=None):
     return out
 
 
-def markdown_report(run_dir, comparison=None):
+def markdown_report(run_dir, comparison=None, steps=None):
     from pipeline.report.markdown import render_markdown
     from pipeline.report.verdict import gate_for
 
     run = load_run(run_dir)
-    return render_markdown(run, gate=gate_for(run, run_dir, comparison))
+    return render_markdown(run, gate=gate_for(run, run_dir, comparison), steps=steps)
 
 
 __all__ = ["load_run", "expand_history", "write_report", "markdown_report", "REPORT"]

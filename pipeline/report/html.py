@@ -7,11 +7,13 @@ in an air-gapped lab. Sections appear when the run has their data.
 
 import time
 
+from pipeline.report import first_screen
 from pipeline.report import model_facts as modelinfo
 from pipeline.report import machine
 from pipeline.report import provenance as runinfo
 from pipeline.report import verdict as gatelib
 from pipeline.report.collect import accuracy_of, results_by_batch
+from pipeline.report.job import job_outcome
 from pipeline.report.html_parts import ROW_CLASS, VERDICT_WORD, badge, esc, fmt, plot, table  # noqa: F401 - VERDICT_WORD
 from pipeline.report.html_sections import SECTIONS
 
@@ -39,13 +41,26 @@ ul.findings{margin:4px 0 8px 18px;padding:0}ul.findings li{margin:2px 0}
 #verdict.v-none{background:#eef0f3;border-left-color:#8a929c}.v-none .word{color:#444}
 table.gate td:nth-child(4),table.gate td:nth-child(6),table.gate td.num{white-space:nowrap}
 table.gate tr.row-regression td{background:#fdf0f0}table.gate tr.row-not-compared td{background:#fff8e8}.noisy{color:#7a4b00}
-"""
+""" + first_screen.CSS
 
 
-def render_html(run, history=(), cache=None, generated_by="deploy", gate=None):
-    """The report of ``run`` (pipeline.report.collect.load_run), with trends over ``history`` runs. ``gate``:
-    the gate's verdict (pipeline.report.verdict.load_gate of comparison.json), shown first."""
-    parts = [_header(run, gate), _verdict(run, gate)]
+def render_html(run, history=(), cache=None, generated_by="deploy", gate=None, steps=None):
+    """The report of ``run`` (pipeline.report.collect.load_run), with trends over ``history`` runs.
+
+    First the job's outcome when it went red (``steps``: pipeline.report.job.read_steps of the job's step
+    outcomes, and the run's FAILED marker), then, where a current comparison exists (``gate``:
+    pipeline.report.verdict.gate_for), the gate's verdict, then the answers a run is opened for (will it
+    run on the target, what is pending and the next command, accuracy, latency). Gating appears only
+    where a comparison exists; one older than the run's benchmark is marked stale, never the verdict."""
+    job = job_outcome(run, steps)
+    parts = [_header(run, gate), first_screen.job_block(job)]
+    stale = gate is not None and gate.get("stale")
+    if gate is not None and not stale:
+        parts.append(_verdict(run, gate, job))
+    parts.append(first_screen.answers_block(run))
+    if stale:
+        parts.append(first_screen.stale_block(run, gate))
+        gate = None  # its band and reference are not about this benchmark
     if history:
         parts.append(_trends(list(history) + [run], cache, gate))
     for section in SECTIONS:
@@ -67,9 +82,7 @@ def _header(run, gate=None):
     record = run.get("record") or {}
     code = record.get("exit_code")
     badges = ("" if code is None else badge("deploy run exit {}".format(code), "muted" if code == 0 else "bad"))
-    check = run.get("check") or {}
-    if check:
-        badges += " " + badge("check: {}".format(check.get("verdict", "?")), "muted" if check.get("deployable") else "bad")
+    check = run.get("check") or {}  # its verdict is the answers block's, beside what failed (first_screen)
     facts = [("config", record.get("config")), ("target", record.get("target") or (check.get("target") or {}).get("name")),
              ("finished", record.get("finished")), ("folder", run["dir"])]
     sub = " · ".join("{} <code>{}</code>".format(k, esc(v)) for k, v in facts if v)
@@ -86,21 +99,20 @@ def _header(run, gate=None):
             .format(esc(run["name"]), badges, sub, commit, digest, extra, finger))
 
 
-def _verdict(run, gate):
-    """The gate's verdict, why, and each figure against the reference: the first thing on the page."""
+def _verdict(run, gate, job=None):
+    """The gate's verdict, why, and each figure against the reference (a current comparison only). On a red
+    job it says it is the figures' verdict alone, and a pass is not drawn green."""
     notes = runinfo.noise_notes(run, gate)
     noisy = ('<ul class="findings noisy" id="noise">{}</ul>'.format(
         "".join("<li>{} {}</li>".format(badge("noisy", "warn"), esc(n)) for n in notes)) if notes else "")
-    if gate is None:
-        return ('<section id="verdict" class="v-none"><span class="word">NOT GATED</span>'
-                '<span class="board">{}</span><p>deploy compare did not judge this run: there is no comparison.json in '
-                "its folder (<code>deploy compare BASELINE {} -o {}/comparison.json</code> writes one).</p></section>{}"
-                ).format(esc(_board(run, None)), esc(run["dir"]), esc(run["dir"]), noisy)
     v = gate["verdict"]
+    red_job = bool(job and job["failed"])
     reasons = gatelib.other_reasons(gate)
     out = ['<section id="verdict" class="v-{}"><span class="word">{}</span><span class="board">{}</span>'.format(
-        v.replace(" ", "-"), VERDICT_WORD.get(v, v.upper()), esc(_board(run, gate))),
+        "none" if red_job and v == "pass" else v.replace(" ", "-"), VERDICT_WORD.get(v, v.upper()), esc(_board(run, gate))),
         '<p class="why"><b>{}</b></p>'.format(esc(gatelib.headline(gate)))]
+    if red_job:
+        out.append("<p><b>the figures' verdict alone: the job failed ({})</b></p>".format(esc("; ".join(job["failures"]))))
     if reasons:
         out.append("<ul>{}</ul>".format("".join("<li>{}</li>".format(esc(r)) for r in reasons)))
     if gate.get("notes"):

@@ -22,8 +22,9 @@ def _model(run, cache):
                                 if facts["parameters"] is not None else "unknown <span class=\"note\">({})</span>".format(
                                     esc(facts["parameters_source"])))])
     rows.append(["FLOPs", ("{} <span class=\"note\">({})</span>".format(esc(_si(facts["flops"])), esc(facts["flops_note"]))
-                           if facts["flops"] else "unknown <span class=\"note\">(deploy check's TF-TRT route estimates them "
-                                                  "for TensorFlow graphs; it did not run)</span>")])
+                           if facts["flops"] else "unknown <span class=\"note\">({})</span>".format(esc(
+                               facts["flops_note"] or "deploy check's TF-TRT route estimates them for TensorFlow graphs; "
+                                                      "it did not run")))])
     out = ["<h2>Model</h2>", table(["", ""], rows)]
     if settings is not None:
         state = settings["state"]

@@ -5,11 +5,13 @@ so ``<``, ``>`` and ``&`` are escaped as the HTML report escapes them."""
 
 import html
 
+from pipeline.report import answers as ans
 from pipeline.report import machine
 from pipeline.report import provenance as runinfo
 from pipeline.report import verdict as gatelib
 from pipeline.report.collect import results_by_batch
 from pipeline.report.html_parts import VERDICT_WORD, fmt
+from pipeline.report.job import job_outcome
 
 
 def _text(value):
@@ -25,15 +27,27 @@ def _table(header, rows):
     return [_row(header), _row(["---"] * len(header))] + [_row(r) for r in rows]
 
 
-def render_markdown(run, gate=None):
-    """The summary: the gate's verdict and why first, then what the run is (board, JetPack, TensorRT, power
-    mode, clocks, commit), the stages and the figures."""
+def render_markdown(run, gate=None, steps=None):
+    """The summary, in the HTML page's order: a red job and why, the gate's verdict where a current
+    comparison exists (a stale one said to be stale), will it run on the target, what is pending and the
+    next command, accuracy and latency; then what the run is (board, JetPack, TensorRT, power mode, clocks,
+    commit), the stages and the figures."""
     record = run.get("record") or {}
-    check = run.get("check") or {}
+    job = job_outcome(run, steps)
     lines = ["## deploy: {}".format(_text(run["name"])), ""]
-    lines += _verdict_lines(run, gate)
-    facts = [("target", record.get("target")), ("exit code", record.get("exit_code")), ("finished", record.get("finished")),
-             ("check", check.get("verdict"))]
+    if job["failed"]:
+        lines += ["**job: FAILED** — {}".format(_text("; ".join(job["failures"]))), ""]
+    elif job["known"]:
+        lines += ["job: every step succeeded ({})".format(_text(", ".join(n for n, _ in job["steps"]))), ""]
+    stale = gate is not None and gate.get("stale")
+    if gate is not None and not stale:
+        lines += _verdict_lines(run, gate, job)
+    lines += _answer_lines(run)
+    if stale:
+        lines += ["**gate: stale comparison** — comparison.json is older than the run's benchmark: {}; it said {} "
+                  "then, not about these figures".format(_text(gate["stale"]), _text(gate["verdict"])), ""]
+        gate = None
+    facts = [("target", record.get("target")), ("exit code", record.get("exit_code")), ("finished", record.get("finished"))]
     lines.append(" · ".join("**{}** {}".format(k, _text(v)) for k, v in facts if v is not None))
     lines.append("")
     fp = machine.fingerprint_items(run, gate)
@@ -81,11 +95,33 @@ def render_markdown(run, gate=None):
     return "\n".join(lines) + "\n"
 
 
-def _verdict_lines(run, gate):
-    if gate is None:
-        return ["**gate: not gated** (no comparison.json: deploy compare did not judge this run)", ""]
+def _answer_lines(run):
+    """Will it run on the target and on what basis, what failed or is pending with the next command,
+    accuracy against TensorFlow, latency and where it was measured."""
+    t = ans.target_answer(run)
+    route = " on the {} route ({})".format(_text(t["route"]), _text(t["detail"] or "")) if t["route"] else ""
+    basis = "; basis: {}".format(_text(ans.BASIS_WORDS.get(t["basis"], t["basis"]))) if t["basis"] else ""
+    why = " — {}".format(_text(t["why"])) if t["why"] and t["answer"] != "YES" else ""
+    out = ["**runs on {}: {}**{}{}{}".format(_text(t["target"] or "the target"), t["answer"], route, basis, why), ""]
+    for item in ans.open_items(run):
+        out.append("- **{}** {}: {}{}".format(_text(item["status"]), _text(item["stage"]), _text(item["why"]),
+                                             " — next: `{}`".format(item["next"].replace("`", "'")) if item["next"] else ""))
+    acc = ans.accuracy_answer(run)["tensorflow"]
+    if acc is not None:
+        out.append("- **accuracy vs TensorFlow**: max abs diff {} (tolerance {}){}".format(
+            fmt(acc["max_abs_diff"]), fmt(acc["tolerance"]), "" if acc["within"] is not False else " — beyond tolerance"))
+    lat = ans.latency_answer(run)
+    if lat is not None:
+        out.append("- **latency**: {} — {}".format(", ".join("p50 {} ms at batch {} ({} img/s)".format(
+            fmt(p50), bs, fmt(ips, 4)) for bs, p50, ips in lat["rows"]), _text(lat["where"])))
+    return out + [""]
+
+
+def _verdict_lines(run, gate, job=None):
     out = ["**gate: {}** ({}) — {}".format(VERDICT_WORD.get(gate["verdict"], gate["verdict"]), _text(gate["verdict"]),
                                              _text(gatelib.headline(gate))), ""]
+    if job and job["failed"]:
+        out += ["the figures' verdict alone: the job failed", ""]
     out += ["- {}".format(_text(r)) for r in gatelib.other_reasons(gate)]
     bad = [r for r in gate["rows"] if r["status"] in ("regression", "not compared")]
     if bad:

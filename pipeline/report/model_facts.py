@@ -23,15 +23,47 @@ def model_facts(run, cache=None):
     if model.get("bytes") and not any(n == model.get("name") for _, n, _ in files):
         files.append(("benchmarked model", model.get("name") or "?", model["bytes"]))
     params, source = onnx_parameters(run_dir / "convert" / "model.onnx", cache)
-    flops, note = None, None
-    for route in (run.get("check") or {}).get("routes") or []:
-        share = route.get("share") if isinstance(route, dict) else None
-        if isinstance(share, dict) and share.get("flops"):
-            flops = share["flops"]
-            note = ("per image, 2 × the multiply-adds of convolutions and matrix products (deploy check's estimate{})"
-                    .format(", some sizes guessed" if share.get("estimated") else ""))
-            break
+    flops, note = flops_of(run.get("check") or {})
     return {"files": files, "parameters": params, "parameters_source": source, "flops": flops, "flops_note": note}
+
+
+LOOP_OPS = frozenset(["Enter", "Exit", "LoopCond", "NextIteration", "While", "StatelessWhile", "Loop", "Scan",
+                      "TensorListReserve", "TensorArrayV3"])
+
+
+def flops_of(check):
+    """(FLOPs per image or None, what they are or why they are unknown) from check.json's TF-TRT share.
+    A loop body counts once per iteration (pipeline.check.compute): a loop whose trip count the graph does
+    not fix makes the total unknown. A check written before loops were counted, of a graph with loops
+    (its findings name loop ops), is unknown too: its figure left the loop bodies out."""
+    for route in check.get("routes") or []:
+        share = route.get("share") if isinstance(route, dict) else None
+        if not isinstance(share, dict) or "flops" not in share:
+            continue
+        loops = [loop for loop in share.get("loops") or [] if isinstance(loop, dict)]
+        open_loops = [loop for loop in loops if loop.get("trip_count") is None]
+        if open_loops:
+            first = open_loops[0]
+            return None, ("a loop runs a number of times fixed only at run time ({}: {:,} FLOPs per iteration of its "
+                          "body{})".format(first.get("loop"), first.get("flops_per_iteration") or 0,
+                                           "; {} more such loops".format(len(open_loops) - 1) if len(open_loops) > 1 else ""))
+        if "loops" not in share and _has_loops(check):
+            return None, ("the check that estimated them counted loop bodies once; run it again: deploy run --force check")
+        if not share.get("flops"):
+            continue
+        counted = "; loop bodies counted once per iteration ({})".format(", ".join(
+            "{} × {}".format(loop.get("loop"), loop.get("trip_count")) for loop in loops)) if loops else ""
+        return share["flops"], ("per image, 2 × the multiply-adds of convolutions and matrix products (deploy check's "
+                                "estimate{}{})".format(", some sizes guessed" if share.get("estimated") else "", counted))
+    return None, None
+
+
+def _has_loops(check):
+    for route in check.get("routes") or []:
+        for finding in (route.get("findings") or []) if isinstance(route, dict) else []:
+            if isinstance(finding, dict) and finding.get("op") in LOOP_OPS:
+                return True
+    return False
 
 
 def _manifest_output(run_dir, stage, artifact):

@@ -81,10 +81,70 @@ def load_gate(path):
 
 def gate_for(run, run_dir, explicit=None):
     """The gate's verdict for a loaded run: ``explicit`` file, else what load_run put in ``run["gate"]`` (if
-    collect loads it), else the file find_gate finds; None when the run was not compared."""
+    collect loads it), else the file find_gate finds; None when the run was not compared. A comparison
+    that judged an earlier benchmark than the run's carries ``stale`` (why), see ``stale_reason``."""
     if not explicit and isinstance(run.get("gate"), dict):
-        return normalize(run["gate"])
-    return load_gate(find_gate(run_dir, explicit))
+        gate = normalize(run["gate"])
+    else:
+        gate = load_gate(find_gate(run_dir, explicit))
+    if gate is not None and not gate.get("unreadable"):
+        gate["stale"] = stale_reason(gate, run)
+    return gate
+
+
+def stale_reason(gate, run):
+    """Why ``gate`` is not the verdict on the run's benchmark as it is now, or None.
+
+    comparison.json names what it judged under ``current``: the benchmark file's sha256
+    (``benchmark_sha256``, or ``benchmark.sha256``) where the compare wrote one, else when the judged run
+    finished (``when``). The first is compared with benchmark/benchmark.json's bytes; the second with when
+    the benchmark now in the folder was made (its manifest's ``started``): a benchmark made after the
+    judged run finished is not the one judged (a re-run of deploy run that only reuses the benchmark
+    keeps its figures, and its comparison stays current). Nothing to compare with: None (not known stale)."""
+    current = gate.get("current") if isinstance(gate.get("current"), dict) else {}
+    bench_file = Path(run.get("dir") or ".") / "benchmark" / "benchmark.json"
+    named = current.get("benchmark")
+    judged = current.get("benchmark_sha256") or (named.get("sha256") if isinstance(named, dict) else None)
+    if judged:
+        if not bench_file.is_file():
+            return "it judged a benchmark (sha256 {}…) this run folder no longer holds".format(str(judged)[:12])
+        import hashlib
+
+        now = hashlib.sha256(bench_file.read_bytes()).hexdigest()
+        if now != str(judged):
+            return "it judged another benchmark (sha256 {}…; benchmark.json now {}…)".format(str(judged)[:12], now[:12])
+        return None
+    when, made = _stamp(current.get("when")), _stamp(_benchmark_made(run))
+    if when is not None and made is not None and made > when:
+        return "it judged the run that finished {}; this run's benchmark was made {}, after it".format(
+            current["when"], _benchmark_made(run))
+    return None
+
+
+def _benchmark_made(run):
+    made = next((s.get("made") for s in run.get("stages") or [] if s.get("name") == "benchmark" and s.get("made")), None)
+    if made:
+        return made
+    try:
+        manifest = json.loads((Path(run.get("dir") or ".") / "benchmark" / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest.get("started") if isinstance(manifest, dict) else None
+
+
+def _stamp(text):
+    """A record's time stamp (2026-11-27T22:56:27+0000, ISO 8601) as an aware datetime, else None."""
+    from datetime import datetime, timezone
+
+    if not isinstance(text, str) or not text:
+        return None
+    for parse in (lambda t: datetime.strptime(t, "%Y-%m-%dT%H:%M:%S%z"), datetime.fromisoformat):
+        try:
+            stamp = parse(text)
+        except ValueError:
+            continue
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    return None
 
 
 def normalize(raw):
