@@ -25,6 +25,7 @@ def check_graph(graph, target, routes=None, convert=False, convert_timeout=None,
     for route in wanted:
         if route not in target.routes:
             raise DeployError("--route {}: {} has no {} route (it has: {})".format(route, target.name, route, ", ".join(target.routes)))
+    graph, pruned = unused_inputs_pruned(graph)
     share = flops if flops is not None else _start_tftrt_share(graph, target, wanted)  # beside the rest from here
     try:
         plugins, known_plugins = _plugins(target)
@@ -45,11 +46,43 @@ def check_graph(graph, target, routes=None, convert=False, convert_timeout=None,
                     match.cause = "the weights are variables (a SavedModel / checkpoint graph is not frozen yet)"
                     match.fix = "nothing to do: freezing (deploy's freeze stage) turns them into constants"
                     unchecked |= set(match.nodes)
-        return _check_routes(CheckInputs(graph, target, wanted, matches, by_node, custom, unchecked, plugins,
-                                         known_plugins, convert, convert_timeout, share, index))
+        report = _check_routes(CheckInputs(graph, target, wanted, matches, by_node, custom, unchecked, plugins,
+                                           known_plugins, convert, convert_timeout, share, index))
+        if pruned:
+            report.findings.append(Finding(
+                "info", "all", "pattern", "Placeholder", pruned,
+                "placeholder(s) nothing in the graph reads (convert_variables_to_constants_v2 leaves "
+                "unused_control_flow_input_N ones): not inputs, pruned before the check",
+                "nothing to do (deploy's freeze stage and rewrite prune drop them from the file)", "prune"))
+        return report
     finally:
         if share is not None:
             share.close()
+
+
+def unused_inputs_pruned(graph):
+    """(graph, [pruned names]): a TensorFlow graph's Placeholders that no node reads (data or control)
+    are not inputs (``convert_variables_to_constants_v2`` leaves VARIANT ones behind a Keras LSTM):
+    a view without them. The graph given is not changed; an ONNX graph is returned as it is."""
+    if graph.kind != "tensorflow":
+        return graph, []
+    read = set()
+    for node in graph.nodes.values():
+        read.update(t.lstrip("^").partition(":")[0] for t in node.inputs)
+        read.update(t.lstrip("^") for t in (getattr(node, "control_inputs", None) or ()))
+    unused = [t for t in graph.inputs if graph.producer_name(t) not in read
+              and getattr(graph.producer(t), "op", None) == "Placeholder" and t not in (graph.outputs or ())]
+    if not unused:
+        return graph, []
+    import copy
+
+    names = {graph.producer_name(t) for t in unused}
+    view = copy.copy(graph)
+    view.__dict__ = {k: v for k, v in graph.__dict__.items() if not k.startswith("_") or k == "_tensor_types_source"}
+    view.nodes = {k: v for k, v in graph.nodes.items() if k not in names}
+    view.inputs = [t for t in graph.inputs if t not in unused]
+    view.input_shapes = {k: v for k, v in (graph.input_shapes or {}).items() if k not in unused}
+    return view, sorted(names)
 
 
 def start_file_flops(path, signature="serving_default"):

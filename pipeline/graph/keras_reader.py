@@ -8,6 +8,11 @@ Lambda's code. In the graph the stand-in is a ``PyFunc`` node named
 code, which no converter translates and deploy does not run without ``--trust-model``, so the
 check reports it on every route. With ``--trust-model`` (DEPLOY_TRUST_MODEL=1) the file is loaded
 with ``safe_mode=False`` and the Lambda's real ops are traced.
+
+A custom layer class (a ``module`` in the stored config that is not Keras's) lives in the user's
+code, not in the file: when Keras cannot import it, the error names the class(es) and the routes
+that work (the SavedModel from ``model.export()``, a frozen .pb, or ``--custom-objects FILE.py``,
+which sets DEPLOY_CUSTOM_OBJECTS: the file is run and its classes given to Keras; opt-in only).
 """
 
 import json
@@ -41,10 +46,20 @@ def read_keras(path):
 
     lambdas = []
     config = _stored_config(path) if keras_file_problem(path) is None else None
-    if config is not None and _has_lambda(config):
-        model, lambdas = _load_lambda_model(path, config)
-    else:
-        model = load_keras_model(path)
+    given = custom_objects()
+    import keras
+
+    with keras.saving.custom_object_scope(given):
+        try:
+            if config is not None and _has_lambda(config):
+                model, lambdas = _load_lambda_model(path, config)
+            else:
+                model = load_keras_model(path)
+        except DeployError as e:
+            missing = [c for c in custom_classes(config) if c not in given] if config is not None else []
+            if missing:
+                raise DeployError(_custom_message(path, missing)) from None
+            raise e
     try:
         model_inputs = list(model.inputs)
     except (AttributeError, ValueError):
@@ -78,6 +93,80 @@ def read_keras(path):
         graph.output_shapes[name] = list(tensor.shape) if tensor.shape.rank is not None else None
     lazy_tensor_types(graph, known)
     return graph
+
+
+CUSTOM_OBJECTS_ENV = "DEPLOY_CUSTOM_OBJECTS"  # set by --custom-objects FILE.py (and inherited by child processes)
+_KERAS_MODULES = ("keras", "tf_keras", "tensorflow")
+
+
+def custom_classes(config):
+    """Names of the custom (user-written) layer and object classes a stored Keras config uses: each
+    registered entry whose ``module`` is not Keras's or TensorFlow's (None for a class defined in a
+    script's __main__), by its registered name."""
+    found = []
+
+    def walk(value):
+        if isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            module = value.get("module")
+            if "class_name" in value and value.get("registered_name") and not (
+                    isinstance(module, str) and module.split(".")[0] in _KERAS_MODULES):
+                name = str(value["registered_name"])
+                if name not in found:
+                    found.append(name)
+            for v in value.values():
+                walk(v)
+
+    walk(config)
+    return found
+
+
+def custom_objects():
+    """{name: object} from the user's --custom-objects FILE.py (``DEPLOY_CUSTOM_OBJECTS``), or {} when
+    not opted in. Opting in runs the file's code, as --trust-model runs a Lambda's: only for files you
+    trust. The file's ``CUSTOM_OBJECTS`` dict if it has one, else every class and function it defines,
+    by name (and by "package>name" for a class registered with keras.saving.register_keras_serializable)."""
+    import os
+
+    path = os.environ.get(CUSTOM_OBJECTS_ENV)
+    if not path:
+        return {}
+    if not os.path.isfile(path):
+        raise DeployError("--custom-objects {}: no such file; pass the Python file that defines your Keras layer "
+                          "classes".format(path))
+    import runpy
+
+    try:
+        namespace = runpy.run_path(path, run_name="deploy_custom_objects")
+    except Exception as e:  # the user's code: any error, named with its file
+        raise DeployError("--custom-objects {}: running it failed ({}: {}); fix the file".format(
+            path, type(e).__name__, (str(e).strip().splitlines() or [""])[0]))
+    given = namespace.get("CUSTOM_OBJECTS")
+    if isinstance(given, dict):
+        return dict(given)
+    objects = {}
+    for name, value in namespace.items():
+        if name.startswith("_") or getattr(value, "__module__", None) != "deploy_custom_objects":
+            continue
+        objects[name] = value
+    import keras
+
+    for name, value in list(objects.items()):
+        try:
+            registered = keras.saving.get_registered_name(value)
+        except Exception:  # noqa: BLE001 - not a Keras object
+            continue
+        objects.setdefault(registered, value)
+    return objects
+
+
+def _custom_message(path, missing):
+    return ("{}: uses custom Keras class(es) {} that deploy cannot import (they live in your code, not in the file); "
+            "pass the SavedModel from model.export('DIR') or a frozen .pb instead, or --custom-objects FILE.py (a Python "
+            "file defining {}; deploy runs it, as --trust-model runs Lambda code: only for code you trust)".format(
+                path, ", ".join(missing), "them" if len(missing) > 1 else "it"))
 
 
 LAMBDA_MARK = "keras_lambda_not_run"  # the stand-in's node name (last component); its op becomes PyFunc
