@@ -85,7 +85,7 @@ def check_uff(graph, target, table, by_node, plugins, known_plugins, skip=frozen
 
 # Ops tf2onnx's table says it handles but leaves unconverted in a TF2 while loop (a Keras LSTM/GRU
 # frozen with convert_variables_to_constants_v2): seen converting with tf2onnx 1.17.0 at opsets 13-18,
-# where the real conversion is NO (tests/check/test_advice.py converts one when tf2onnx is installed).
+# where the real conversion is NO (a Keras 3 LSTM checked with convert=True; test_advice.py checks the prediction).
 _TF2ONNX_LEAVES = {
     "TensorListReserve": "tf2onnx 1.17 leaves it a TensorFlow op in the ONNX model (a TF2 while loop over a "
                          "TensorList: a Keras recurrent layer)",

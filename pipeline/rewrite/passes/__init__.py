@@ -12,4 +12,5 @@ from pipeline.rewrite.passes import training_mode  # noqa: F401  strip_dropout, 
 from pipeline.rewrite.passes import cleanup  # noqa: F401  remove_identity, prune
 from pipeline.rewrite.passes import folding  # noqa: F401  fold_constants, fold_batchnorm, fold_pad, drop_noop_cast
 from pipeline.rewrite.passes import activations  # noqa: F401  substitute_activations, uff_compat
+from pipeline.rewrite.passes import uff_shape  # noqa: F401  fold_shape
 from pipeline.rewrite.passes import onnx  # noqa: F401  the ONNX passes
