@@ -62,15 +62,18 @@ class Device:
     def describe(self):
         return self.transport.describe()
 
-    def close(self):
-        """Stop the agent and the connection (SIGTERM, then SIGKILL where it does not go)."""
-        self.transport.close()
+    def close(self, kill=False):
+        """Stop the agent and the connection: its stdin closed, or at once with ``kill``; then SIGTERM and SIGKILL
+        for what is left (pipeline.device.process)."""
+        self.transport.close(kill=kill)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        # interrupted (Ctrl-C, or deploy's SIGTERM, which pipeline.cli raises as a KeyboardInterrupt): a busy agent
+        # would not notice its stdin closing, so it is stopped at once
+        self.close(kill=exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
         return False
 
     def call(self, request, timeout=None, what=None):

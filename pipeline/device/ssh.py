@@ -270,9 +270,9 @@ class SshTransport(Transport):
         if res.returncode != 0:
             raise DeviceError("could not read {} on {}: {}".format(remote, self.describe(), last_line(res.stderr)))
 
-    def close(self):
-        """Stop the agent and the master connection, and remove the control folder."""
-        self._stop_agent()
+    def close(self, kill=False):
+        """Stop the agent (at once with ``kill``) and the master connection, and remove the control folder."""
+        self._stop_agent(kill)
         if self.control_dir is not None:
             self._end_master(self.control_path, self.control_dir, self._short_dir)
             try:

@@ -239,12 +239,12 @@ class Transport:
         if self.progress is not None:
             self.progress.log(message)
 
-    def close(self):
-        self._stop_agent()
+    def close(self, kill=False):
+        self._stop_agent(kill)
 
-    def _stop_agent(self):
+    def _stop_agent(self, kill=False):
         if self._agent is not None:
-            self._agent.stop()
+            self._agent.stop(kill=kill)
             self._agent = None
 
 

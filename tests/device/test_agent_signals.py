@@ -187,3 +187,34 @@ def test_control_characters_from_the_board_are_escaped():
     assert "\\x1b[2J\\x1b]0;pwned\\x07boom fake\\x9b" in message
     assert printable("tab\tand newline\nstay") == "tab\tand newline\nstay"
     assert printable("plain words, ünïcode") == "plain words, ünïcode"
+
+
+@pytest.mark.parametrize("route", ["ssh", "local"])
+def test_an_interrupted_run_stops_its_busy_agent_at_once(route, request, tmp_path):
+    """Ctrl-C, or deploy's SIGTERM (the nightly's `timeout`; pipeline.cli raises it as a KeyboardInterrupt), while a
+    busy agent works: leaving the device's block sends the agent SIGTERM at once, not after the 10 s a stdin close
+    is given to an idle agent."""
+    python, marker = trapping_agent(tmp_path)
+    sshd = request.getfixturevalue("sshd") if route == "ssh" else None
+
+    interrupted = []
+
+    def interrupt(*_):
+        interrupted.append(time.time())
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with Device(_cfg(route, sshd, tmp_path, python)) as device:
+                device.transport.ensure_agent()
+                signal.setitimer(signal.ITIMER_REAL, 2.0)
+                device.call({"command": "build"}, timeout=60, what="the engine build")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the busy agent never got SIGTERM"
+    assert marker.stat().st_mtime - interrupted[0] < 8  # a stdin close and its 10 s wait would come first
