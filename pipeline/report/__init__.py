@@ -39,7 +39,7 @@ def write_report(run_dir, history=(), output=None, comparison=None, steps=None):
     run = load_run(run_dir)
     past = expand_history(history)
     gate = gate_for(run, run_dir, comparison)
-    page = render_html(run, [r for r in past if Path(r["dir"]).resolve() != run_dir.resolve()],
+    page = render_html(run, [r for r in past if not _same_night(r, run)],
                        cache=run_dir / CACHE, generated_by="deploy " + __version__, gate=gate, steps=steps)
     out = Path(output) if output else run_dir / REPORT
     try:
@@ -51,6 +51,14 @@ def write_report(run_dir, history=(), output=None, comparison=None, steps=None):
         raise DeployError("{}: cannot write the report ({}); pass -o FILE somewhere writable".format(out, e.strerror or e))
     prune(run_dir / CACHE, before=started)
     return out
+
+
+def _same_night(past, run):
+    """``past`` is ``run`` itself: its folder, or the nightly's copy of it in the history (the workflow keeps
+    tonight before it renders the report: same run name, same finish)."""
+    if Path(past["dir"]).resolve() == Path(run["dir"]).resolve():
+        return True
+    return bool(run.get("when")) and (past.get("name"), past.get("when")) == (run.get("name"), run.get("when"))
 
 
 def markdown_report(run_dir, comparison=None, steps=None):

@@ -14,7 +14,7 @@ BASIS_WORDS = {
     "built": "a TensorRT engine was built from it",
     "engine failed": "the engine build failed",
     "conversion failed": "the conversion failed",
-    "converted": "converted: tf2onnx made the ONNX model",
+    "converted": "converted: tf2onnx made the ONNX model (TensorRT's parser: from its op table until an engine is built)",
     "predicted": "predicted from tf2onnx's op table (tf2onnx not run)",
     "op tables": "from the converters' op tables",
 }
@@ -41,29 +41,34 @@ def target_answer(run):
     engine, convert = stages.get("engine") or {}, stages.get("convert") or {}
     if engine.get("status") in ("ran", "cached"):
         return dict(out, answer="YES", basis="built", why=engine.get("summary") or engine.get("message") or "")
-    if engine.get("status") == "failed":
-        return dict(out, answer="NO", basis="engine failed", why=engine.get("message") or "")
+    if engine.get("status") == "failed":  # what failed is open_items' (the failed row, with the next command)
+        return dict(out, answer="NO", basis="engine failed")
     if convert.get("status") == "failed":
-        said = " (deploy check said {}: the conversion is what counts)".format(check["verdict"]) \
-            if check.get("verdict") == "YES" else ""
-        return dict(out, answer="NO", basis="conversion failed", why=(convert.get("message") or "") + said)
+        said = "deploy check said YES ({}): the conversion is what counts".format(
+            ans_basis(check, route)) if check.get("verdict") == "YES" else ""
+        return dict(out, answer="NO", basis="conversion failed", why=said)
     if not check:
         why = "no deploy check in this run"
         if stages.get("check", {}).get("status") == "failed":
             why = "the check stage failed: " + (stages["check"].get("message") or "")
         return dict(out, why=why)
     answer = "YES" if check.get("deployable") else "NO"
-    route_row = next((r for r in check.get("routes") or [] if r.get("route") == route), {})
     if convert.get("status") in ("ran", "cached") and route == "onnx":
         basis = "converted"
     else:
-        basis = route_row.get("basis") or "op tables"
+        basis = ans_basis(check, route)
     why = ""
     if answer == "NO":
         blockers = rec.get("blockers")
         why = "{} blocker{} on the {} route (the Check section lists them with their fixes)".format(
             blockers, "" if blockers == 1 else "s", route) if blockers else "see the Check section"
     return dict(out, answer=answer, basis=basis, why=why)
+
+
+def ans_basis(check, route):
+    """What deploy check's verdict on ``route`` rests on: "converted", "predicted" or "op tables"."""
+    row = next((r for r in check.get("routes") or [] if isinstance(r, dict) and r.get("route") == route), {})
+    return row.get("basis") or "op tables"
 
 
 def open_items(run):

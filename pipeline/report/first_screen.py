@@ -50,7 +50,7 @@ def answers_block(run):
         bits.append("basis: <b>{}</b>".format(esc(ans.BASIS_WORDS.get(t["basis"], t["basis"]))))
     rows = []
     if t["why"]:
-        rows.append(("why" if t["answer"] != "YES" else "engine", esc(t["why"]), ""))
+        rows.append(("note" if t["answer"] != "YES" else "engine", esc(t["why"]), ""))
     for item in ans.open_items(run):
         text = "<b>{}</b>: {}".format(esc(item["stage"]), esc(item["why"]))
         if item["next"]:
@@ -90,7 +90,8 @@ def _latency(run):
     lat = ans.latency_answer(run)
     if lat is None:
         status = _stage_status(run, "benchmark")
-        return "not measured ({})".format(esc("the benchmark is {}".format(status) if status else "no benchmark"))
+        said = {"not run": "did not run", "pending": "is pending", "failed": "failed", "skipped": "was skipped"}
+        return "not measured ({})".format(esc("the benchmark {}".format(said.get(status, status)) if status else "no benchmark"))
     figures = " · ".join("p50 <b>{} ms</b> at batch {} ({} img/s)".format(esc(fmt(p50)), esc(bs), esc(fmt(ips, 4)))
                          for bs, p50, ips in lat["rows"])
     noise = "".join('<br><span class="noisy">{}</span>'.format(esc(n)) for n in runinfo.noise_notes(run))

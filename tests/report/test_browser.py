@@ -313,3 +313,61 @@ def test_the_first_screen_says_the_nights_verdict(chromium, proxy, tmp_path, ver
     for fact in ("commit", "deadbee", "config digest", "fingerprint", "TensorRT", "MAXN"):
         assert fact in screen["above"], fact
     assert colour_pixels(png, colour, tolerance=6) > 20000  # the banner's colour is on the first screen
+
+
+# The boxes of the first screen's blocks (by id) and the words above the fold, as FIRST_SCREEN reads them.
+BOXES = """((ids) => {
+  const boxes = {};
+  for (const id of ids) { const e = document.getElementById(id); if (e) { const r = e.getBoundingClientRect();
+    boxes[id] = {top: r.top, bottom: r.bottom, text: e.innerText}; } }
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const seen = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    if (!node.textContent.trim()) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const rects = range.getClientRects();
+    if (rects.length && rects[0].top < window.innerHeight && rects[0].bottom > 0) seen.push(node.textContent.trim());
+  }
+  return {boxes: boxes, fold: window.innerHeight, above: seen.join(' ')};
+})(%s)"""
+
+
+def test_the_first_screen_of_a_local_run_answers_what_it_was_opened_for(chromium, proxy, tmp_path):
+    from test_first_screen import PENDING, local_run
+
+    report = write_report(local_run(tmp_path / "jetson_tx2"))
+    seen = visit(chromium, report, tmp_path / "local.png", proxy, size=(1200, 900),
+                 evaluate=[BOXES % json.dumps(["answers", "verdict"])])
+    assert seen.console == [] and seen.requests == []
+    screen = seen.values[0]
+    box = screen["boxes"]["answers"]
+    assert 0 <= box["top"] < box["bottom"] <= screen["fold"], screen  # the whole answers block is on the first screen
+    assert "verdict" not in screen["boxes"] and "NOT GATED" not in screen["above"]
+    text = " ".join(box["text"].split())
+    order = ["YES", "runs on jetson_tx2", "route onnx", "converted", "pending", PENDING.split(":")[0],
+             "next: deploy run configs/jetson_tx2.yaml --set device.transport=ssh --set device.host=BOARD",
+             "accuracy vs TensorFlow", "1.1e-06", "within tolerance", "latency", "ms at batch 1", "not Jetson figures"]
+    at = [text.find(w) for w in order]
+    assert -1 not in at and at == sorted(at), list(zip(order, at))
+    assert colour_pixels(tmp_path / "local.png", (0x2A, 0x9A, 0x47), tolerance=6) > 1500  # the YES block's green edge
+
+
+def test_the_first_screen_of_a_red_night_says_the_job_failed_before_the_figures(chromium, proxy, tmp_path):
+    from test_first_screen import GITHUB_STEPS
+
+    run = make_run(tmp_path / "night-2026-11-24T0200-deadbee-200.1", medians={1: 4.0, 8: 20.0}, seed=50, n=300, spread=0.03)
+    write_comparison(run, "pass", [gate_row("p50_ms", 1, 4.0, 4.0, "ok", note="within 5 %")])
+    steps = [(name, v["outcome"]) for name, v in GITHUB_STEPS.items()]
+    report = write_report(run, steps=steps)
+    png = tmp_path / "red-night.png"
+    seen = visit(chromium, report, png, proxy, size=(1200, 900), evaluate=[BOXES % json.dumps(["job", "verdict", "answers"])])
+    assert seen.console == [] and seen.requests == []
+    screen = seen.values[0]
+    job, verdict = screen["boxes"]["job"], screen["boxes"]["verdict"]
+    assert 0 <= job["top"] < job["bottom"] <= verdict["top"] < verdict["bottom"] <= screen["fold"], screen
+    assert " ".join(job["text"].split()).startswith("JOB FAILED onboard: failure")
+    assert "the figures' verdict alone: the job failed (onboard: failure)" in verdict["text"]
+    assert colour_pixels(png, BANNER_RED, tolerance=6) > 20000  # the red job block is on the first screen
+    assert colour_pixels(png, BANNER_GREEN, tolerance=6) < 500  # and no green PASS banner beside it
