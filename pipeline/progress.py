@@ -57,6 +57,15 @@ class Progress:
             fields = dict(event=kind, time=round(time.time(), 3), **fields)
             print(json.dumps(fields, sort_keys=True, default=str), file=sys.stdout, flush=True)
 
+    def step(self, message, after=2.0):
+        """A context for one step that may take long: ``message`` goes to stderr once the step has run
+        ``after`` seconds (a quick step says nothing), then how long it took. Human mode only.
+
+            with progress.step("converting model.pb with tf2onnx (1 of 12)"):
+                ...
+        """
+        return _Step(self, message, after)
+
     def bar(self, total=None, desc="", unit="it"):
         """A progress bar (tqdm) for a human on a terminal or log; a no-op otherwise."""
         if self.mode != "human" or not self.bars:
@@ -72,3 +81,34 @@ class Progress:
             mininterval=0.5,
             dynamic_ncols=True,
         )
+
+
+class _Step:
+    """See Progress.step."""
+
+    def __init__(self, progress, message, after):
+        self.progress, self.message, self.after = progress, message, after
+        self.timer, self.said, self.start = None, False, 0.0
+
+    def _say(self):
+        self.said = True
+        self.progress.log(self.message + " ...")
+
+    def __enter__(self):
+        self.start = time.monotonic()
+        if self.progress.mode == "human":
+            import threading
+
+            self.timer = threading.Timer(self.after, self._say)
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()  # no thread left behind (pipeline.check.background forks only without one)
+        if self.said and exc[0] is None:
+            self.progress.log("{}: done in {:.1f} s".format(self.message, time.monotonic() - self.start))
+        return False
+

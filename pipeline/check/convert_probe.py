@@ -1,30 +1,30 @@
 """Ask the converter: the onnx route of a frozen TensorFlow graph judged on tf2onnx's real output.
 
 When TensorFlow and tf2onnx are installed, ``deploy check`` runs tf2onnx on the graph the way
-deploy's convert stage does (``pipeline.stages.convert``: the graph screened first with
-``pipeline.tf.screen.screen_graph`` — tf2onnx's grappler pass evaluates constant subgraphs, so
-nothing that can act outside the graph may be in it — then ``to_onnx`` at the opset the convert
-stage picks), in a subprocess with a time limit, and checks the ONNX model it wrote like any
-.onnx file (``routes.check_onnx_model``, ``onnx_rules.onnx_findings``). Nothing in the graph
-runs: tf2onnx converts it, it does not execute it.
+deploy's convert stage does (the graph screened first with ``pipeline.tf.screen.screen_graph`` —
+tf2onnx's grappler pass evaluates constant subgraphs, so nothing that can act outside the graph
+may be in it — then ``tf2onnx.convert.from_graph_def`` at the opset the convert stage picks), in a
+worker process with a time limit (``pipeline.check.worker``: one TensorFlow import, many
+conversions), and checks the ONNX model it wrote like any .onnx file (``routes.check_onnx_model``,
+``onnx_rules.onnx_findings``). Nothing in the graph runs: tf2onnx converts it, it does not execute it.
 
-    conversion = convert(path, opset=13)    # cached per process: a model checked once is converted once
-    convert_many([a, b, c], opset=13)        # several graphs in one subprocess (one TensorFlow import)
+    start(path, opset)                       # the conversion under way now, beside the caller's own reading
+    conversion = convert(path, opset=13)     # cached per process: a model checked once is converted once
+    convert_many([a, b, c], opset=13)        # on every core, one TensorFlow import per worker
+    frozen, why = freeze("model.keras")      # a Keras file or SavedModel frozen as deploy's freeze stage would
     conversion.status                        # converted | failed | refused | timeout | error
     conversion.onnx_path, conversion.seconds, conversion.log
 
 Without TensorFlow or tf2onnx (or with ``DEPLOY_CHECK_CONVERT=0``) the route stays the offline
 prediction, labelled "predicted, tf2onnx not run". ``DEPLOY_CHECK_CONVERT_TIMEOUT`` (seconds,
-default 120) bounds the subprocess.
+default 120) bounds each request to a worker (its TensorFlow import included, for the first).
 
-Run as ``python -m pipeline.check.convert_probe GRAPH OPSET OUT.onnx`` it is the child: it prints
-one JSON object on its last stdout line (``--many OPSET GRAPH OUT [GRAPH OUT ...]``: one line a
-graph, as each ends).
+The ONNX models and frozen graphs live in one temporary folder per deploy process,
+``$TMPDIR/deploy-check-*``, removed when deploy ends; it holds a lock for as long as its process
+lives, so a folder left by a deploy that was killed (``kill -9``) is removed by the next check.
 """
 
-import json
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -33,8 +33,13 @@ TIMEOUT_ENV = "DEPLOY_CHECK_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
 FORMATS = ("frozen_pb", "pbtxt")  # what tf2onnx converts as it is (the convert stage's input)
 
-_CACHE = {}
-_TMP = []
+_CACHE = {}  # conversion key -> Conversion
+_FROZEN = {}  # (model path, size, mtime, signature) -> (frozen graph path or None, why not)
+_LOST = set()  # freeze keys whose worker timed out or died
+_PENDING = {}  # conversion key -> (worker, out path, started)
+_SHARED = []  # the worker of single checks, started on first use
+_REPORTING = []  # [(Progress, model label)] of the check under way
+_CLOSING = []  # whether _close_workers is registered to run at exit
 
 
 @dataclass
@@ -76,110 +81,227 @@ def _key(path, opset):
     return path, (str(path), stat.st_size, stat.st_mtime_ns, opset, trusted())
 
 
-def _workdir():
-    if not _TMP:
-        import shutil
-        import tempfile
+# ------------------------------------------------------------------------------ asking a worker
 
+
+def workdir():
+    """This process's temporary folder (pipeline.check.pool.workdir)."""
+    from pipeline.check.pool import workdir as folder
+
+    path = folder()
+    if not _CLOSING:
         from pipeline.files import at_exit
 
-        _TMP.append(tempfile.mkdtemp(prefix="deploy-check-"))
-        at_exit(shutil.rmtree, _TMP[0], True)
-    return _TMP[0]
+        _CLOSING.append(path)
+        at_exit(_close_workers)  # registered after the folder's removal: runs before it
+    return path
 
 
-def _child_env():
-    from pathlib import Path
+def _big(path):
+    from pipeline.check.pool import model_bytes
+    from pipeline.check.worker import PURE_PROTOBUF_BYTES
 
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    return model_bytes(path) >= PURE_PROTOBUF_BYTES
 
 
-def convert(path, opset, timeout=None):
-    """tf2onnx's conversion of the frozen graph at ``path`` at ``opset`` (a Conversion), run in a
-    subprocess; cached per process by the file's path, size and mtime, the opset and --trust-model."""
-    import subprocess
+def _shared_worker(big):
+    from pipeline.check.worker import Worker
+
+    if _SHARED and (not _SHARED[0].alive or (big and not _SHARED[0].big)):
+        _SHARED.pop().close()
+    if not _SHARED:
+        _SHARED.append(Worker(workdir(), big=big))
+    return _SHARED[0]
+
+
+def _close_workers():
+    while _SHARED:
+        _SHARED.pop().close()
+    for worker, _, _ in _PENDING.values():
+        worker.close()
+    _PENDING.clear()
+
+
+def _conversion(answer, opset, out, seconds):
+    result = Conversion(answer["status"], answer.get("message", ""), answer.get("opset", opset),
+                        tf2onnx=answer.get("tf2onnx", ""), log=answer.get("log", []), left=answer.get("left", []),
+                        seconds=seconds)
+    if result.status == "converted":
+        result.onnx_path = str(out)
+    return result
+
+
+def _gone(e, opset, limit, seconds):
+    if e.timed_out:
+        return Conversion("timeout", "tf2onnx did not finish within {:g} s ({} sets the limit)".format(limit, TIMEOUT_ENV),
+                          opset, seconds=seconds)
+    return Conversion("error", str(e), opset, seconds=seconds)
+
+
+def convert_on(worker, path, opset, timeout=None):
+    """tf2onnx's conversion of ``path`` at ``opset`` asked of ``worker`` (a Conversion), cached per process."""
     import time
-    from pathlib import Path
+
+    from pipeline.check.worker import WorkerGone
 
     path, key = _key(path, opset)
     if key in _CACHE:
         return _CACHE[key]
-    out = Path(_workdir()) / "{}.onnx".format(len(_CACHE))
+    out = os.path.join(workdir(), "{}-{}.onnx".format(len(_CACHE), os.urandom(4).hex()))
     limit = timeout if timeout is not None else timeout_seconds()
     start = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-m", "pipeline.check.convert_probe", str(path), str(opset), str(out)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env(), timeout=limit)
-    except subprocess.TimeoutExpired:
-        result = Conversion("timeout", "tf2onnx did not finish within {:g} s ({} sets the limit)".format(limit, TIMEOUT_ENV),
-                            opset, seconds=time.monotonic() - start)
-    else:
-        result = _parse(proc, opset)
-        result.seconds = time.monotonic() - start
-        if result.status == "converted":
-            result.onnx_path = str(out)
+        worker.send({"do": "convert", "path": str(path), "opset": opset, "out": out})
+        result = _conversion(worker.receive(limit), opset, out, time.monotonic() - start)
+    except WorkerGone as e:
+        result = _gone(e, opset, limit, time.monotonic() - start)
     _CACHE[key] = result
     return result
 
 
-def convert_many(paths, opset, timeout=None):
-    """Convert several frozen graphs at ``opset`` in ONE subprocess (TensorFlow and tf2onnx are
-    imported once, not once a graph) and fill the per-process cache, so that check_model's
-    ``convert`` finds them. The limit is ``timeout`` (default: the convert timeout) for each
-    graph, over the whole run; a graph not converted when the run ends (timeout, a crash) is
-    left out of the cache, and convert() converts it alone later. A Conversion's ``seconds`` is
-    then the graph's own conversion time in the child (without the imports).
-    Returns {path: Conversion} of the graphs the run answered."""
-    import subprocess
+def start(path, opset):
+    """Send the conversion of ``path`` to the single-check worker now, so TensorFlow's import and tf2onnx run
+    while the caller reads and checks the graph; ``convert`` collects it. Nothing when it is cached or asked."""
     import time
+
+    path, key = _key(path, opset)
+    if key in _CACHE or key in _PENDING:
+        return
+    worker = _shared_worker(_big(path))
+    out = os.path.join(workdir(), "{}-{}.onnx".format(len(_CACHE), os.urandom(4).hex()))
+    worker.send({"do": "convert", "path": str(path), "opset": opset, "out": out})
+    _PENDING[key] = (worker, out, time.monotonic())
+
+
+def discard_pending():
+    """Stop conversions ``start`` sent that nobody collected (the check was NO before conversion)."""
+    for worker, _, _ in list(_PENDING.values()):
+        worker.close()
+        if _SHARED and _SHARED[0] is worker:
+            _SHARED.pop()
+    _PENDING.clear()
+
+
+def reporting(progress, label):
+    """While in this context, a conversion or ONNX check that takes seconds says so on ``progress``, naming the
+    model by ``label``."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def context():
+        _REPORTING.append((progress, label))
+        try:
+            yield
+        finally:
+            _REPORTING.pop()
+
+    return context()
+
+
+def _step(message):
+    from contextlib import nullcontext
+
+    if not _REPORTING:
+        return nullcontext()
+    progress, label = _REPORTING[-1]
+    return progress.step(message.format(model=label))
+
+
+def convert(path, opset, timeout=None):
+    """tf2onnx's conversion of the frozen graph at ``path`` at ``opset`` (a Conversion), in the single-check
+    worker; cached per process by the file's path, size and mtime, the opset and --trust-model."""
+    import time
+
+    from pipeline.check.worker import WorkerGone
+
+    resolved, key = _key(path, opset)
+    if key in _CACHE:
+        return _CACHE[key]
+    with _step("converting {{model}} with tf2onnx at opset {}".format(opset)):
+        if key not in _PENDING:
+            return convert_on(_shared_worker(_big(resolved)), resolved, opset, timeout)
+        worker, out, started = _PENDING.pop(key)
+        limit = timeout if timeout is not None else timeout_seconds()
+        try:
+            result = _conversion(worker.receive(max(0.0, started + limit - time.monotonic())), opset, out,
+                                 time.monotonic() - started)
+        except WorkerGone as e:
+            result = _gone(e, opset, limit, time.monotonic() - started)
+    _CACHE[key] = result
+    return result
+
+
+def transient(path, opset=None, signature=None):
+    """Whether the conversion of ``path`` at ``opset`` (or its freezing, without an opset) in this process
+    timed out or lost its worker: an answer that may change on its own."""
+    try:
+        if opset is None:
+            return _freeze_key(path, signature) in _LOST
+        _, key = _key(path, opset)
+    except OSError:
+        return False
+    found = _CACHE.get(key)
+    return found is not None and found.status in ("timeout", "error")
+
+
+def _freeze_key(path, signature):
     from pathlib import Path
 
-    todo = []
+    from pipeline.tf.screen import trusted
+
+    path = Path(path).resolve()
+    stat = path.stat()
+    return str(path), stat.st_size, stat.st_mtime_ns, signature or "serving_default", trusted()
+
+
+def freeze_on(worker, path, signature=None, timeout=None):
+    """(frozen GraphDef path, "") for a Keras file or SavedModel frozen in ``worker``, or (None, why not)."""
+    from pipeline.check.worker import WorkerGone
+
+    key = _freeze_key(path, signature)
+    if key in _FROZEN:
+        return _FROZEN[key]
+    out = os.path.join(workdir(), "frozen-{}-{}.pb".format(len(_FROZEN), os.urandom(4).hex()))
+    try:
+        worker.send({"do": "freeze", "path": str(path), "signature": signature, "out": out})
+        answer = worker.receive(timeout if timeout is not None else timeout_seconds())
+        found = (out, "") if answer["status"] == "frozen" else (None, answer.get("message", ""))
+    except WorkerGone as e:
+        found = (None, "freezing it in TensorFlow: " + str(e))
+        _LOST.add(key)
+    _FROZEN[key] = found
+    return found
+
+
+def freeze(path, signature=None, timeout=None):
+    """``freeze_on`` in the single-check worker."""
+    key = _freeze_key(path, signature)
+    if key in _FROZEN:
+        return _FROZEN[key]
+    return freeze_on(_shared_worker(_big(path)), path, signature, timeout)
+
+
+def frozen_ahead(path, signature=None):
+    """What ``freeze`` already knows of ``path`` (a zoo froze it), or None."""
+    try:
+        return _FROZEN.get(_freeze_key(path, signature))
+    except OSError:
+        return None
+
+
+def convert_many(paths, opset, timeout=None, workers=None, on_done=None):
+    """Convert several frozen graphs at ``opset`` over ``run_pool``'s workers and fill the per-process cache, so
+    that check_model's ``convert`` finds them. ``timeout``: each graph's limit. Returns {path: Conversion}."""
+    from pipeline.check.pool import model_bytes, run_pool
+
+    todo, seen = [], set()
     for path in paths:
-        path, key = _key(path, opset)
-        if key not in _CACHE and all(k != key for _, k, _ in todo):
-            todo.append((path, key, Path(_workdir()) / "{}-{}.onnx".format(len(_CACHE), len(todo))))
-    if not todo:
-        return {}
-    limit = (timeout if timeout is not None else timeout_seconds()) * len(todo)
-    argv = [sys.executable, "-m", "pipeline.check.convert_probe", "--many", str(opset)]
-    for path, _, out in todo:
-        argv += [str(path), str(out)]
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env(), timeout=limit)
-        stdout = proc.stdout
-    except subprocess.TimeoutExpired as e:
-        stdout = e.stdout or b""
-    answered = {}
-    lines = stdout.decode("utf-8", "replace").strip().splitlines()
-    for (path, key, out), line in zip(todo, [line for line in lines if line.startswith("{")]):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            break
-        result = Conversion(data["status"], data.get("message", ""), data.get("opset", opset),
-                            tf2onnx=data.get("tf2onnx", ""), log=data.get("log", []), left=data.get("left", []),
-                            seconds=data.get("seconds", time.monotonic() - start))
-        if result.status == "converted":
-            result.onnx_path = str(out)
-        _CACHE[key] = answered[str(path)] = result
-    return answered
+        _, key = _key(path, opset)
+        if key not in _CACHE and key not in seen:
+            seen.add(key)
+            todo.append((str(path), (lambda w, p=str(path): convert_on(w, p, opset, timeout)), model_bytes(path)))
+    return run_pool(todo, workers=workers, on_done=on_done)
 
-
-def _parse(proc, opset):
-    lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
-    try:
-        data = json.loads(lines[-1])
-    except (IndexError, ValueError):
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        return Conversion("error", "the tf2onnx subprocess ended with code {}{}".format(
-            proc.returncode, ": " + tail[-1] if tail else ""), opset)
-    return Conversion(data["status"], data.get("message", ""), data.get("opset", opset), tf2onnx=data.get("tf2onnx", ""),
-                      log=data.get("log", []), left=data.get("left", []))
 
 
 # ------------------------------------------------------------------------------ the check
@@ -207,15 +329,24 @@ def converted_route(conversion, graph, target, table, tf_by_node, plugins, known
         return result
     if conversion.status != "converted":
         return None
+    from pathlib import Path
+
+    from pipeline.graph.onnx_reader import read_onnx
+
+    with _step("checking the ONNX model tf2onnx wrote for {model}"):
+        return _check_converted(conversion, graph, target, table, tf_by_node, plugins, known_plugins, read_onnx(
+            Path(conversion.onnx_path)))
+
+
+def _check_converted(conversion, graph, target, table, tf_by_node, plugins, known_plugins, onnx_graph):
     import onnx
 
     from pipeline.check.batch_flow import REDUCTIONS, flagged_reductions
+    from pipeline.check.findings import CONVERTED, Finding
     from pipeline.check.patterns import find_onnx_patterns
-    from pipeline.check.routes import check_onnx_model
-    from pipeline.graph.onnx_reader import read_onnx
-    from pathlib import Path
+    from pipeline.check.routes import check_onnx_model, onnx_runtime_label
 
-    onnx_graph = read_onnx(Path(conversion.onnx_path))
+    info = {"tf2onnx": conversion.tf2onnx, "opset": conversion.opset, "log": conversion.log}
     by_node = {}
     # a reduction tf2onnx named after a TF node the TF batch analysis clears (shape arithmetic,
     # e.g. Keras Flatten's Prod over the shape vector) is not batch-dependent in ONNX either
@@ -265,86 +396,3 @@ def _left_in_tensorflow(finding, conversion, tf_by_node):
         finding.fix, finding.rewrite = match.fix, match.rewrite
     else:
         finding.fix = "replace {} before conversion, or cut it out of the graph".format(finding.op)
-
-
-# ------------------------------------------------------------------------------ the child
-
-
-def _child(path, opset, out):
-    """Screen, convert with the convert stage's to_onnx, save; the outcome as a dict."""
-    import logging
-
-    from pipeline.errors import DeployError, StageFailed
-    from pipeline.graph.io import graph_io
-    from pipeline import convert as stage  # the convert stage's library: the same to_onnx and opset cap
-    from pipeline.tf.graph import load_graph_def
-    from pipeline.tf.screen import screen_graph
-
-    try:
-        graph_def = load_graph_def(path)
-        io = graph_io(graph_def, path)
-        # the convert stage's screening: tf2onnx's grappler pass evaluates constant subgraphs
-        screen_graph(graph_def, path, outputs=[o["name"] for o in io["outputs"]])
-    except DeployError as e:
-        return {"status": "refused", "message": e.message}
-    import tf2onnx
-
-    opset = min(opset, stage.converter_max_opset())
-    log = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            log.append(" ".join(record.getMessage().split()))
-
-    keep = Keep()
-    logging.getLogger("tf2onnx").addHandler(keep)
-    # to_onnx sets tf2onnx's level to ERROR; the rewriters' warnings say why dropout stays random
-    logging.getLogger("tf2onnx.rewriter").setLevel(logging.WARNING)
-    kept = {}
-    original = tf2onnx.convert.from_graph_def
-
-    def recording(*args, **kwargs):  # to_onnx refuses a model with TF ops left in it: keep it to check it
-        kept["model"] = result = original(*args, **kwargs)
-        return result
-
-    tf2onnx.convert.from_graph_def = recording
-    base = {"opset": opset, "tf2onnx": tf2onnx.__version__, "log": log}
-    try:
-        model = stage.to_onnx(graph_def, io, opset)
-    except StageFailed as e:
-        return dict(base, status="failed", message=e.message)
-    except DeployError as e:
-        if "model" not in kept:
-            return dict(base, status="failed", message=e.message)
-        model = kept["model"][0]
-    finally:  # the next graph of a --many run starts from the same state
-        tf2onnx.convert.from_graph_def = original
-        logging.getLogger("tf2onnx").removeHandler(keep)
-    import onnx
-
-    left = sorted({n.op_type for n in model.graph.node if not onnx.defs.has(n.op_type, n.domain or "")})
-    with open(out, "wb") as handle:
-        handle.write(model.SerializeToString())
-    return dict(base, status="converted", left=left)
-
-
-def _child_outcome(path, opset, out):
-    import time
-
-    start = time.monotonic()
-    try:
-        outcome = _child(path, opset, out)
-    except Exception as e:  # noqa: BLE001 - tf2onnx and TensorFlow raise anything; report it
-        outcome = {"status": "error", "message": "{}: {}".format(type(e).__name__, str(e).splitlines()[0] if str(e) else "")}
-    outcome["seconds"] = round(time.monotonic() - start, 3)
-    return outcome
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "--many":  # --many OPSET GRAPH OUT [GRAPH OUT ...]: one JSON line each, as each ends
-        _opset = int(sys.argv[2])
-        for _path, _out in zip(sys.argv[3::2], sys.argv[4::2]):
-            print(json.dumps(_child_outcome(_path, _opset, _out)), flush=True)
-    else:
-        _path, _opset, _out = sys.argv[1:4]
-        print(json.dumps(_child_outcome(_path, int(_opset), _out)))

@@ -60,14 +60,66 @@ def recommendation(report):
     return "; ".join(parts)
 
 
+def predicted_label(report):
+    """" (predicted, tf2onnx not run: WHY; WHAT WOULD MAKE IT CONVERTED)" when the verdict rests on the offline
+    prediction of the onnx route, else "". The verdict line carries it, so nobody takes it for tf2onnx's."""
+    import os
+
+    from pipeline.check.findings import PREDICTED
+
+    best = report.recommended
+    if best is None or best.route != "onnx" or best.basis != PREDICTED:
+        return ""
+    note = best.note or ""
+    if "before conversion" in note:
+        return ""  # a NO from findings no conversion would change
+    if not note:
+        why = "--no-convert: check without it for tf2onnx's real answer"
+    elif "not installed" in note:
+        if os.environ.get("DEPLOY_CHECK_CONVERT", "").strip().lower() in ("0", "off", "no", "false"):
+            why = "DEPLOY_CHECK_CONVERT is off: unset it for tf2onnx's real answer"
+        else:
+            why = "TensorFlow or tf2onnx is not installed: install deploy[tf] for tf2onnx's real answer"
+    elif "converts the frozen graph" in note:
+        why = "{}: freeze it (deploy run's freeze stage) and check the .pb for tf2onnx's real answer".format(
+            note.split("; ", 1)[-1])
+    else:
+        why = "tf2onnx did not answer ({})".format(note)
+    return " (predicted, tf2onnx not run: {})".format(why)
+
+
+def next_command(report):
+    """What to run after a YES: deploy run with this model in the shipped config for the target, or a config of
+    yours that names it."""
+    from pathlib import Path
+
+    if not report.deployable:
+        return ""
+    config = Path(__file__).resolve().parents[2] / "configs" / "{}.yaml".format(report.target["name"])
+    if config.is_file():
+        from pipeline.targets.files import display
+
+        shown = display(config)
+    else:
+        shown = "CONFIG"
+    line = "next: deploy run {} --set model.zoo=null --set model.source={}".format(shown, report.model["path"])
+    if shown == "CONFIG":
+        line += "  (CONFIG: a config with `target: {}`; deploy ships none for it, e.g. `extends: base.yaml` from " \
+                "configs/ plus that line)".format(report.target["name"])
+    return line
+
+
 def verdict_lines(report):
     """The verdict, what makes it NO, and what `deploy rewrite --auto` would make of it."""
     best = report.recommended
-    lines = ["verdict: {} — recommended route: {}".format(
-        "YES" if report.deployable else "NO",
+    lines = ["verdict: {}{} — recommended route: {}".format(
+        "YES" if report.deployable else "NO", predicted_label(report),
         recommendation(report) if best else "none that deploy run can take (onnx, uff)")]
     if best is not None and best.basis:
         lines.append("  onnx route: " + best.basis_label)
+    if report.model.get("checked_as"):
+        lines.append("  checked as " + report.model["checked_as"])
+
     tftrt = report.tftrt
     if tftrt is not None and tftrt.share:
         lines.append("  TF-TRT (information, never the verdict): {} — TensorRT would run {:.0%} of the nodes and {:.0%} of "
@@ -102,7 +154,9 @@ def signature_lines(model):
     return describe_signatures(signatures)
 
 
-def format_text(report):
+def format_text(report, next_step=False):
+    """The terminal report; ``next_step``: end a YES with the command to run next (deploy check's own output,
+    not deploy run's check stage)."""
     m, t = report.model, report.target
     lines = ["{} ({}, {} nodes, {} op types) for {} ({})".format(
         m["path"], m["format"], m["nodes"], m["op_types"], t["name"], target_label(t))]
@@ -127,6 +181,8 @@ def format_text(report):
             lines[-3] = lines[-3].replace("WARNING", f.route, 1)
     lines.append("")
     lines += verdict_lines(report)
+    if next_step and next_command(report):
+        lines.append(next_command(report))
     return "\n".join(lines)
 
 

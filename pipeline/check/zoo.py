@@ -9,8 +9,10 @@ path: files named .pb, .pbtxt, .onnx, .keras, .h5, .hdf5, .meta, and SavedModel 
 (one model each; nothing inside one is checked on its own). A model that cannot be read is
 reported with its one-line error and the others are still checked.
 
-Frozen graphs are converted by tf2onnx together, in one subprocess, before they are checked
-(convert_probe.convert_many), unless ``convert=False`` (--no-convert).
+tf2onnx runs over a pool of worker processes, one a core (pipeline.check.pool), each model checked
+as its conversion lands, unless ``convert=False`` (--no-convert). Two files of the same trained model
+(the same weights, ``model.weights_fingerprint``) with different verdicts are named in each other's
+note.
 
 Exit code: the worst of the models', in the order bad input (1: a model could not be read, so the
 zoo's answer is incomplete) > NO (2) > YES (0).
@@ -35,6 +37,7 @@ class ZooEntry:
     report: Optional[object] = None  # CheckReport
     error: str = ""  # one line, when the model could not be checked
     code: int = EXIT_OK
+    same_model: Optional[list] = None  # other files of the same trained model with another verdict
 
     @property
     def verdict(self):
@@ -93,14 +96,22 @@ def _models_in(folder):
     return sorted(models, key=lambda p: Path(p).parts)
 
 
-def check_models(paths, target, routes=None, signature="serving_default", check=None, convert=None,
-                 convert_timeout=None, predict=None):
+def check_models(paths, target, routes=None, signature="serving_default", convert=None, convert_timeout=None,
+                 predict=None, progress=None, answers=None):
     """Check each model of ``paths`` (folders expanded) against ``target``; never stops at a bad one.
     ``convert``, ``convert_timeout``, ``predict``: as check_model's (--no-convert, --convert-timeout, the
-    rewrite prediction)."""
-    together = check is None and convert is not False  # check_model's conversions, made together first
-    if check is None:
-        from pipeline.check import check_model as check
+    rewrite prediction). ``progress``: each model's verdict line as it lands ("[3/12] a.pb: YES ..."),
+    the slow steps of each; ``answers``: a pipeline.check.cache.AnswerCache (read and written per model).
+
+    tf2onnx runs over ``convert_probe``'s worker pool (every core this process may use, one TensorFlow
+    import per worker, one model a worker at a time): frozen graphs converted, Keras files and
+    SavedModels frozen then converted; each model is checked here as its conversion lands."""
+    from pipeline.check import check_model, convert_probe
+    from pipeline.check.model import converter_opset
+    from pipeline.check.pool import model_bytes
+    from pipeline.progress import Progress
+
+    progress = progress or Progress("quiet")
     for route in routes or ():
         if route not in target.routes:
             raise DeployError("--route {}: {} has no {} route (it has: {})".format(
@@ -108,47 +119,120 @@ def check_models(paths, target, routes=None, signature="serving_default", check=
     found = expand(paths)
     if len(found) == 1 and found[0][1]:  # one folder and nothing in it: one error, as for one bad model
         raise DeployError(found[0][1])
-    if together:
-        _convert_together([path for path, error in found if not error], target, routes, convert_timeout)
-    entries = []
-    for path, error in found:
+    entries = [None] * len(found)
+    extra = {"convert": convert, "convert_timeout": convert_timeout, "predict": predict}
+
+    def finish(i):
+        path, error = found[i]
         if error:
-            entries.append(ZooEntry(path, error=error, code=EXIT_BAD_INPUT))
-            continue
-        try:
-            extra = {"convert": convert, "convert_timeout": convert_timeout} if convert is not None or convert_timeout else {}
-            if predict is not None:
-                extra["predict"] = predict
-            report = check(path, target, routes=routes, signature=signature, **extra)
-        except DeployError as e:
-            entries.append(ZooEntry(path, error=_first_line(e.message), code=e.code))
-        except (KeyboardInterrupt, SystemExit, MemoryError):
-            raise
-        except Exception as e:  # a reader's bug must not hide the other models' answers
-            entries.append(ZooEntry(path, error="{}: deploy failed reading it ({}: {}); please report this".format(
-                path, type(e).__name__, _first_line(str(e))), code=EXIT_BAD_INPUT))
+            entries[i] = ZooEntry(path, error=error, code=EXIT_BAD_INPUT)
         else:
-            entries.append(ZooEntry(path, report, code=EXIT_OK if report.deployable else EXIT_NOT_DEPLOYABLE))
+            entries[i] = _check_one(check_model, path, target, routes, signature, extra, progress, answers)
+        done = sum(e is not None for e in entries)
+        progress.log("[{}/{}] {}".format(done, len(found), verdict_line(entries[i])))
+
+    todo = []
+    for i, (path, error) in enumerate(found):
+        report = answers.get(path) if answers is not None and not error else None
+        if report is not None:
+            entries[i] = ZooEntry(path, report, code=EXIT_OK if report.deployable else EXIT_NOT_DEPLOYABLE)
+            progress.log("[{}/{}] {} (from the check cache)".format(sum(e is not None for e in entries), len(found),
+                                                                     verdict_line(entries[i])))
+        else:
+            todo.append(i)
+    jobs = []
+    if convert is not False and "onnx" in (routes or target.routes) and target.op_table_for("onnx") \
+            and convert_probe.available():
+        opset = converter_opset(target)
+        jobs = [(i, _conversion_job(found[i][0], opset, signature, convert_timeout),
+                 model_bytes(found[i][0])) for i in todo if _converts(found[i])]
+    for i in todo:
+        if i not in {key for key, _, _ in jobs}:
+            finish(i)  # nothing to convert (ONNX, a .meta, an error): checked at once
+    if jobs:
+        from pipeline.check.pool import run_pool
+
+        convert_probe.workdir()
+        progress.log("converting {} model{} with tf2onnx over {} worker{} ...".format(
+            len(jobs), "" if len(jobs) == 1 else "s", _workers(len(jobs)), "" if _workers(len(jobs)) == 1 else "s"))
+        run_pool(jobs, on_done=lambda i, _: finish(i))
+    _same_model_notes(entries)
     return entries
 
 
-def _convert_together(paths, target, routes, timeout):
-    """Two or more frozen graphs (.pb, .pbtxt) and tf2onnx installed: convert them in one tf2onnx
-    subprocess before checking (TensorFlow imported once, not once a model); each check then finds
-    its conversion in convert_probe's per-process cache. A graph the run did not answer is converted
-    alone when it is checked, as for one model."""
-    from pipeline.check import convert_probe
+def _workers(jobs):
+    from pipeline.check.background import usable_cpus
 
-    frozen = [p for p in paths if Path(p).suffix.lower() in (".pb", ".pbtxt") and Path(p).is_file()
-              and Path(p).name not in SAVED_MODEL_FILES]
-    if "onnx" not in (routes or target.routes):
-        return
-    if len(frozen) < 2 or not convert_probe.available():
-        return
-    from pipeline.targets.tf2onnx import load_tf2onnx_table
+    return max(1, min(jobs, usable_cpus()))
 
-    opset = min(target.max_opset, load_tf2onnx_table().max_opset)  # what check_graph converts at
-    convert_probe.convert_many(frozen, opset, timeout=timeout)
+
+def _converts(item):
+    path, error = item
+    if error:
+        return False
+    p = Path(path)
+    if p.is_dir():
+        return _is_saved_model(p)
+    return p.suffix.lower() in (".pb", ".pbtxt", ".keras", ".h5", ".hdf5") and p.is_file() \
+        and p.name not in SAVED_MODEL_FILES
+
+
+def _conversion_job(path, opset, signature, timeout):
+    """What a pool worker does for one model: freeze it when it is a Keras file or SavedModel, convert it."""
+    def job(worker):
+        from pipeline.check import convert_probe
+        from pipeline.check.model import FREEZABLE_SUFFIXES
+
+        source = path
+        if Path(path).is_dir() or Path(path).suffix.lower() in FREEZABLE_SUFFIXES:
+            source, _ = convert_probe.freeze_on(worker, path, signature, timeout)
+            if source is None:
+                return None  # refused: check_model reads it its own way
+        return convert_probe.convert_on(worker, source, opset, timeout)
+
+    return job
+
+
+def _check_one(check, path, target, routes, signature, extra, progress, answers):
+    try:
+        report = check(path, target, routes=routes, signature=signature, progress=progress, fingerprint=True,
+                       **extra)
+    except DeployError as e:
+        return ZooEntry(path, error=_first_line(e.message), code=e.code)
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except Exception as e:  # a reader's bug must not hide the other models' answers
+        return ZooEntry(path, error="{}: deploy failed reading it ({}: {}); please report this".format(
+            path, type(e).__name__, _first_line(str(e))), code=EXIT_BAD_INPUT)
+    if answers is not None:
+        answers.put(path, report)
+    return ZooEntry(path, report, code=EXIT_OK if report.deployable else EXIT_NOT_DEPLOYABLE)
+
+
+def verdict_line(entry):
+    """"model.pb: YES — onnx at opset 13, 0 blockers" (one line, as a zoo prints each model's as it lands)."""
+    if entry.report is None:
+        return "{}: ERROR — {}".format(entry.path, entry.error)
+    from pipeline.check.report import predicted_label
+
+    row = dict(zip(_HEADER, summary_row(entry)))
+    return "{}: {}{} — {}, {} blocker{}{}".format(
+        entry.path, entry.verdict, predicted_label(entry.report), row["recommended route"], row["blockers"],
+        "" if row["blockers"] == "1" else "s", "; " + row["note"] if row["note"] else "")
+
+
+def _same_model_notes(entries):
+    """Two files of one trained model (the same weights fingerprint, pipeline.check.model.weights_fingerprint)
+    with different verdicts: each entry's ``same_model`` names the others, so the table says so."""
+    groups = {}
+    for e in entries:
+        fp = getattr(e.report, "fingerprint", None) if e.report is not None else None
+        if fp:
+            groups.setdefault(fp, []).append(e)
+    for group in groups.values():
+        if len(group) > 1 and len({e.verdict for e in group}) > 1:
+            for e in group:
+                e.same_model = ["{} ({})".format(o.path, o.verdict) for o in group if o is not e]
 
 
 def _first_line(text):
@@ -170,23 +254,28 @@ def exit_code(entries):
 
 def summary_rows(entries):
     """[(model, verdict, recommended route, blockers, note)] for the summary table."""
-    rows = []
-    for e in entries:
-        if e.report is None:
-            rows.append((e.path, "ERROR", "-", "-", e.error))
-            continue
-        best = e.report.recommended
-        if best is None:
-            rows.append((e.path, e.verdict, "none", "-", "no route applies"))
-            continue
-        blockers, wrong = e.report.total_blockers(best.route), e.report.wrong(best.route)
-        route = best.route + (" at opset {}".format(best.opset) if best.opset else "")
-        note = "{} accepted but wrong".format(wrong) if wrong else ""
-        p = e.report.prediction
-        if p:
-            note = (note + "; " if note else "") + "after `deploy rewrite --auto`: {}".format(p["verdict"])
-        rows.append((e.path, e.verdict, route, str(blockers), note))
-    return rows
+    return [summary_row(e) for e in entries]
+
+
+def summary_row(e):
+    if e.report is None:
+        return (e.path, "ERROR", "-", "-", e.error)
+    best = e.report.recommended
+    if best is None:
+        return (e.path, e.verdict, "none", "-", "no route applies")
+    from pipeline.check.report import predicted_label
+
+    blockers, wrong = e.report.total_blockers(best.route), e.report.wrong(best.route)
+    route = best.route + (" at opset {}".format(best.opset) if best.opset else "")
+    notes = ["{} accepted but wrong".format(wrong)] if wrong else []
+    if predicted_label(e.report):
+        notes.append("predicted, tf2onnx not run")
+    p = e.report.prediction
+    if p:
+        notes.append("after `deploy rewrite --auto`: {}".format(p["verdict"]))
+    if e.same_model:
+        notes.append("the same model (same weights) as {}: two verdicts for one model".format(", ".join(e.same_model)))
+    return (e.path, e.verdict, route, str(blockers), "; ".join(notes))
 
 
 _HEADER = ("model", "verdict", "recommended route", "blockers", "note")
@@ -215,7 +304,7 @@ def format_text(entries):
     out = []
     for e in entries:
         out.append("== {} ==".format(e.path))
-        out.append(one(e.report) if e.report is not None else "error: " + e.error)
+        out.append(one(e.report, next_step=True) if e.report is not None else "error: " + e.error)
         out.append("")
     out.append("summary: " + summary_line(entries))
     out += summary_table(entries)

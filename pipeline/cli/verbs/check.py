@@ -20,24 +20,40 @@ def add_parser(subparsers):
                         "(the report says \"predicted, tf2onnx not run\")")
     p.add_argument("--convert-timeout", type=positive, metavar="SECONDS",
                    help="time limit of the tf2onnx subprocess (default: $DEPLOY_CHECK_CONVERT_TIMEOUT, else 120)")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="check again even when the check cache holds the answer for these bytes (the cache: "
+                        "$DEPLOY_CHECK_CACHE_DIR, else ~/.cache/deploy/check; DEPLOY_CHECK_CACHE=0 switches it off)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr (errors only)")
     add_trust(p)  # a Keras Lambda layer's Python code is loaded (and traced) only with it
 
 
 def run(args):
-    """Will this model convert for this Jetson? Offline check against the target's op tables."""
+    """Will this model convert for this Jetson? Offline check against the target's op tables, the onnx route
+    on tf2onnx's real output where it is installed. Progress on stderr, the report on stdout."""
     from pipeline.check import zoo
     from pipeline.check.checker import start_file_flops
+    from pipeline.progress import Progress
 
+    progress = Progress("quiet" if args.quiet else "human")
     models = args.model
     single = len(models) == 1 and not zoo.is_zoo(models)
+    answers = None
+    if args.cache:  # before anything heavy: a re-check of the same bytes answers from here
+        from pipeline.check.cache import AnswerCache
+
+        answers = AnswerCache.for_check(args.target, args.route, args.signature, args.convert, predict=True,
+                                        timeout=args.convert_timeout)
+        report = answers.get(models[0]) if answers is not None and single else None
+        if report is not None:
+            progress.log("{}: the answer from the check cache (stored {}: same bytes, target tables, tf2onnx and "
+                         "deploy; --no-cache checks again)".format(models[0], report.cached["stored"]))
+            return _single_output(args, report)
     # a big frozen graph's FLOPs: a child reads it while the rest is imported and the target loaded here
     # (closed by check_model)
     flops = start_file_flops(models[0], args.signature) if single and (not args.route or "tftrt" in args.route) \
         else None
     try:
         from pipeline.check import check_model
-        from pipeline.check.report import FORMATS as REPORT_FORMATS, format_junit
-        from pipeline.errors import EXIT_NOT_DEPLOYABLE
         from pipeline.rewrite.predict import predict_rewrite
         from pipeline.targets import load_target
 
@@ -47,15 +63,26 @@ def run(args):
             flops.close()
         raise
     options = {"convert": args.convert, "convert_timeout": args.convert_timeout, "predict": predict_rewrite}
-    if zoo.is_zoo(models):
-        entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, **options)
+    if not single:
+        entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, progress=progress,
+                                   answers=answers, **options)
         print(zoo.FORMATS[args.format](entries))
         if args.junit:
             write_or_fail(args.junit, zoo.format_junit(entries), "--junit")
         return zoo.exit_code(entries)
     report = check_model(models[0], target, routes=args.route, signature=args.signature, outlive=True, flops=flops,
-                         **options)
-    print(REPORT_FORMATS[args.format](report))
+                         progress=progress, **options)
+    if answers is not None:
+        answers.put(models[0], report)
+    return _single_output(args, report)
+
+
+def _single_output(args, report):
+    from pipeline.check.report import FORMATS as REPORT_FORMATS, format_junit
+    from pipeline.errors import EXIT_NOT_DEPLOYABLE
+
+    print(REPORT_FORMATS[args.format](report, next_step=True) if args.format == "text" else
+          REPORT_FORMATS[args.format](report))
     if args.junit:
         write_or_fail(args.junit, format_junit(report), "--junit")
     return 0 if report.deployable else EXIT_NOT_DEPLOYABLE
