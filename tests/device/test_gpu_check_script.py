@@ -4,6 +4,7 @@ binding or TensorRT): the CUDA tests run and skip with their reason, the TensorR
 (import tensorrt fails), and the script exits 2, "nothing ran on the GPU" (1 is kept for failures)."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,3 +150,23 @@ def test_the_real_cuda_tests_run_offline_on_a_python_without_a_binding(tmp_path)
     assert "ran: cuda: " in res.stdout
     if res.returncode == 2:
         assert "skipped: cuda: " in res.stdout
+
+
+@pytest.mark.parametrize("extra,wanted", [
+    ({}, "tensorrt-cu12==10.3.* (target agx_orin)"),  # the Orin target's TensorRT (targets/agx_orin.yaml)
+    ({"GPU_CHECK_TARGET": "jetson_tx2"}, "tensorrt-cu12==8.2.1.* (target jetson_tx2)"),
+    ({"GPU_CHECK_TENSORRT": "newest"}, "tensorrt-cu12 (newest)"),
+    ({"GPU_CHECK_TENSORRT": "==10.16.*"}, "tensorrt-cu12==10.16.*"),
+])
+def test_the_tensorrt_it_tests_is_pinned_per_target_unless_asked_for_the_newest(tmp_path, extra, wanted):
+    """Review N1: an unpinned tensorrt-cu12 is TensorRT 11 today, which the Orin target does not have. The
+    script pins the target file's version, and tests the newest only when asked; the summary says which."""
+    failing = tmp_path / "test_cuda_none.py"
+    failing.write_text("import pytest\n\npytestmark = pytest.mark.cuda\n\n\ndef test_copy():\n    pass\n")
+    env = _env(tmp_path, GPU_CHECK_OFFLINE="1", GPU_CHECK_PYTHON=sys.executable, GPU_CHECK_CUDA_TESTS=str(failing),
+               **extra)
+    env["PATH"] = str(_fake_gpu(tmp_path)) + os.pathsep + env["PATH"]
+    res = _run(env, tmp_path)
+    assert "gpu_check: TensorRT wanted: " + wanted + "\n" in res.stdout, res.stdout
+    assert "TensorRT wanted: " + wanted in (tmp_path / "summary.txt").read_text()
+    assert re.search(r"\(exit 0, tests \d+s, installs [0-2]s\)", res.stdout), res.stdout  # offline: nothing installed
