@@ -66,12 +66,12 @@ def unused_inputs_pruned(graph):
     a view without them. The graph given is not changed; an ONNX graph is returned as it is."""
     if graph.kind != "tensorflow":
         return graph, []
-    read = set()
-    for node in graph.nodes.values():
-        read.update(t.lstrip("^").partition(":")[0] for t in node.inputs)
-        read.update(t.lstrip("^") for t in (getattr(node, "control_inputs", None) or ()))
-    unused = [t for t in graph.inputs if graph.producer_name(t) not in read
+    consumed = graph.consumer_index()  # data edges (cached: the rest of the check reads it too)
+    unused = [t for t in graph.inputs if not consumed.get(graph.producer_name(t))
               and getattr(graph.producer(t), "op", None) == "Placeholder" and t not in (graph.outputs or ())]
+    if unused:  # a control edge from a placeholder also reads it (rare: looked for only here)
+        controls = {c.lstrip("^") for node in graph.nodes.values() for c in (getattr(node, "control_inputs", None) or ())}
+        unused = [t for t in unused if graph.producer_name(t) not in controls]
     if not unused:
         return graph, []
     import copy
