@@ -237,7 +237,15 @@ def execute(the_plan, progress):
         stage_dir = the_plan.run_dir / name
         ctx = StageContext(name=name, out_dir=stage_dir, inputs=inputs, options=step.options, config=the_plan.config,
                            target=the_plan.target, progress=progress, run_dir=the_plan.run_dir)
-        reason = stage.pending_reason(ctx) if stage.pending_reason is not None else None
+        try:  # asking whether it is pending can reach the device (exit 5): a failed stage in the table, not a crash
+            reason = stage.pending_reason(ctx) if stage.pending_reason is not None else None
+        except DeployError as e:
+            progress.log("{:<9} failed: {}".format(name, e.message.splitlines()[0]))
+            progress.event("stage", stage=name, status="failed", message=e.message, code=e.code)
+            report.stages.append(StageResult(name, "failed", message=e.message, code=e.code))
+            unavailable.update(dict.fromkeys(stage.outputs, "{} failed".format(name)))
+            stopped = not the_plan.keep_going
+            continue
         if reason:
             unavailable.update(dict.fromkeys(stage.outputs, "pending: " + reason))
             report.stages.append(StageResult(name, "pending", message=reason))

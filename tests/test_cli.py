@@ -121,7 +121,8 @@ def test_run_json_errors_are_events_on_stdout():
     for flag in (["--json"], ["--format", "json"]):
         res = deploy("run", "configs/nope.yaml", *flag)
         assert res.returncode == 1
-        assert json.loads(res.stdout) == {"event": "error", "message": "configs/nope.yaml: config file not found", "code": 1}
+        assert json.loads(res.stdout) == {"event": "error", "error": {
+            "message": "configs/nope.yaml: config file not found", "exit_code": 1}}
 
 
 def test_ckpt_diff_takes_the_config_first(tmp_path):
@@ -248,3 +249,69 @@ def test_targets_and_validate_and_ckpt_take_format_json():
     assert res.returncode == 0
     assert json.loads(res.stdout)["ok"] is True and json.loads(res.stdout)["target"] == "jetson_tx2"
     assert "--format {text,json}" in deploy("ckpt", "inspect", "--help").stdout
+
+
+# ------------------------------------------------------------------------------ one convention per verb (issue 26, item 6)
+
+NO_FORMAT = {("schema",): "prints the JSON Schema of a config: JSON is its only form"}
+
+
+def _leaf_parsers():
+    import argparse
+
+    from pipeline.cli import build_parser
+
+    def walk(parser, prefix):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield tuple(prefix), parser
+        for action in subs:
+            for name, child in action.choices.items():
+                yield from walk(child, prefix + [name])
+
+    return dict(walk(build_parser(), []))
+
+
+def test_every_verb_that_reports_takes_format_json():
+    """Before: rewrite, unfreeze, data shapes and ckpt diff refused --format."""
+    leaves = _leaf_parsers()
+    missing = [" ".join(v) for v, p in leaves.items() if v and "--format" not in p._option_string_actions
+               and v not in NO_FORMAT]
+    assert missing == []
+    assert all("json" in p._option_string_actions["--format"].choices for v, p in leaves.items()
+               if v and v not in NO_FORMAT and v != ("report",))  # report: html (the page) or markdown
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "missing.pb", "-t", "jetson_tx2"], ["diff", "missing.pb", "other.pb"],
+    ["consistency", "missing.pb"], ["rewrite", "missing.pb", "-t", "jetson_tx2", "-o", "out.pb", "--auto"],
+    ["unfreeze", "missing.pb", "-o", "out"], ["targets", "no_such_board"], ["ckpt", "inspect", "missing.ckpt"],
+    ["validate", "configs/nope.yaml"], ["device", "probe", "configs/nope.yaml"], ["ckpt", "diff", "configs/nope.yaml", "m"],
+])
+def test_an_error_under_format_json_has_one_shape(argv, capsys):
+    """Before, three shapes: {"event": "error", "message", "code"} (run, device probe), {"status": "error",
+    "error", "code"} on stderr (consistency), nothing on stdout (the rest)."""
+    import json
+
+    from pipeline.cli import main
+
+    code = main(argv + ["--format", "json"])
+    out, err = capsys.readouterr()
+    shape = json.loads(out)
+    assert code == 1 and set(shape) == {"error"} and shape["error"]["exit_code"] == 1, out
+    assert set(shape["error"]) <= {"message", "exit_code", "problems"} and shape["error"]["message"]
+    assert err.splitlines()[-1].startswith("deploy: error: ")
+
+
+@pytest.mark.parametrize("verb", [["rewrite", "m.pb", "-t", "jetson_tx2", "-o", "o.pb"], ["consistency", "m.pb"]])
+def test_tolerance_is_a_deprecated_alias_of_atol(verb, capsys):
+    """--tolerance meant an absolute tolerance in rewrite and consistency and a relative latency change in
+    compare: --atol is the absolute one everywhere; the old spelling still works and says so."""
+    from pipeline.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(verb + ["--atol", "0.01"]).atol == 0.01
+    assert "deprecated" not in capsys.readouterr().err
+    assert parser.parse_args(verb + ["--tolerance", "0.02"]).atol == 0.02
+    assert "deploy: warning: --tolerance is deprecated: use --atol" in capsys.readouterr().err
+    assert "|a - b| <= atol" in parser._subparsers._group_actions[0].choices[verb[0]].format_help()

@@ -46,7 +46,7 @@ def consistency_command(model, batch_sizes, samples, dataset=None, tolerance=Non
     sizes = batch_sizes if isinstance(batch_sizes, str) else ",".join(map(str, batch_sizes))
     argv = ["consistency", str(model), "--batch-sizes", sizes, "--samples", str(samples), "--format", format]
     argv += ["--dataset", str(dataset)] if dataset is not None else []
-    argv += ["--tolerance", str(tolerance)] if tolerance is not None else []
+    argv += ["--atol", str(tolerance)] if tolerance is not None else []
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -346,7 +346,7 @@ def test_onnx_models_converted_with_tf2onnx(tmp_path):
     report = batch_consistency(onnxruntime_backend(bad_path), IMAGES, batch_sizes=(2, 8))
     assert report.status == "inconsistent" and report.outputs[0].max_abs_diff > 1e-3
     text, code = consistency_command(bad_path, "2", 2)
-    assert code == 3 and "(onnxruntime)" in text and "first divergence" not in text  # node-level search is TF only
+    assert code == 4 and "(onnxruntime)" in text and "first divergence" not in text  # node-level search is TF only
 
 
 # ------------------------------------------------------------------------------ the command
@@ -356,17 +356,19 @@ def test_onnx_models_converted_with_tf2onnx(tmp_path):
 def test_command_text_json_and_exit_codes(tmp_path):
     bad = bn_graph(tmp_path / "train.pb", is_training=True)
     text, code = consistency_command(bad, "2,8", 3)
-    assert code == 3 and "FAIL" in text and "random pixels, seed 0" in text
+    assert code == 4 and "FAIL" in text and "random pixels, seed 0" in text  # 4: a comparison found a difference
     assert "first divergence at bn/FusedBatchNormV3 (FusedBatchNormV3, is_training=true): max abs diff" in text
     text, code = consistency_command(bad, [2], 2, format="json")
     d = json.loads(text)
-    assert code == 3 and d["status"] == "inconsistent" and d["first_divergence"]["node"] == "bn/FusedBatchNormV3"
+    assert code == 4 and d["status"] == "inconsistent" and d["first_divergence"]["node"] == "bn/FusedBatchNormV3"
     text, code = consistency_command(bn_graph(tmp_path / "infer.pb", is_training=False), (2, 8), 2, tolerance=1e-4)
     assert code == 0 and text.startswith("batch consistency: PASS") and "1e-04" not in text and "0.0001" in text
     assert consistency_command(tmp_path / "missing.pb", (2,), 2)[1] == 1
     assert consistency_command(bad, "2,x", 2)[1] == 1
     assert consistency_command(bad, (1,), 2)[1] == 1
-    assert json.loads(consistency_command(tmp_path / "model.h5", (2,), 2, format="json")[0])["code"] == 1
+    text, code = consistency_command(tmp_path / "model.h5", (2,), 2, format="json")
+    out, _, err = text.partition("\ndeploy: error: ")  # the one JSON error shape on stdout, the line on stderr
+    assert code == 1 and json.loads(out)["error"]["exit_code"] == 1 and err
 
 
 @pytest.mark.tf
@@ -378,7 +380,7 @@ def test_command_with_dataset_folder(tmp_path):
         Image.fromarray((np.random.RandomState(k).rand(12, 10, 3) * 255).astype("uint8")).save(tmp_path / "data" / cls / f"{k}.png")
     bad = bn_graph(tmp_path / "train.pb", is_training=True)
     text, code = consistency_command(bad, "2", 3, dataset=tmp_path / "data")
-    assert code == 3 and "dataset " in text and "(3 images)" in text and "bn/FusedBatchNormV3" in text
+    assert code == 4 and "dataset " in text and "(3 images)" in text and "bn/FusedBatchNormV3" in text
     flat = tmp_path / "flat"
     flat.mkdir()
     Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(flat / "one.png")

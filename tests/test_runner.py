@@ -241,6 +241,26 @@ def test_pending_stage_and_its_dependents(setup, write):
     assert report.exit_code == 0
 
 
+def test_a_device_error_while_asking_whether_a_stage_is_pending_still_gives_the_table(setup, monkeypatch):
+    """Issue 28 item 5: the engine stage asks the device whether TensorRT is there; a device that cannot be used
+    (exit 5) stopped deploy run with no summary table (the DeployError left the runner)."""
+    import dataclasses
+
+    def unreachable(ctx):
+        raise DeployError("device.python: python3 on the board has no numpy; install it", code=5)
+
+    stages = dict(fake_stages.STAGES, engine=dataclasses.replace(fake_stages.STAGES["engine"], pending_reason=unreachable))
+    monkeypatch.setattr("pipeline.runner.registry", lambda: stages)
+    setup.config_path.write_text(setup.config_path.read_text() + "  convert:\n  engine:\n  benchmark:\n")
+    report = setup()
+    assert statuses(report) == {"train": "ran", "export": "ran", "freeze": "ran", "convert": "ran", "engine": "failed",
+                                "benchmark": "not run"}
+    assert report.exit_code == 5
+    table = format_summary(report)
+    assert "engine     failed" in table and "has no numpy" in table and "convert    ran" in table
+    assert json.loads((setup.run_dir / "run.json").read_text())["exit_code"] == 5
+
+
 def test_interrupted_stage_keeps_previous_result_and_leaves_no_partial_output(setup, monkeypatch):
     setup()
     before = (setup.run_dir / "export" / "saved" / "graph.txt").read_text()

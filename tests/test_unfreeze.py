@@ -96,7 +96,7 @@ def test_unfreeze_bad_input(tmp_path):
     res = deploy("unfreeze", tmp_path / "empty.pb", "-o", tmp_path / "out")
     assert res.returncode == 1 and "no weight constants to unfreeze" in res.stderr
     assert not (tmp_path / "out").exists()
-    res = deploy("unfreeze", tmp_path / "missing.pb", "-o", tmp_path / "out")
+    res = deploy("unfreeze", tmp_path / "missing.pb", "-o", tmp_path / "out", "--quiet")
     assert res.returncode == 1 and res.stderr.startswith("deploy: error: ")
 
 
@@ -224,3 +224,48 @@ def test_onnx_and_existing_output_are_clear_errors(tmp_path):
     (tmp_path / "taken").write_text("x")
     res = deploy("unfreeze", _tf1_frozen(tmp_path / "f.pb"), "-o", tmp_path / "taken")
     assert res.returncode == 1 and "already exists as a file" in res.stderr
+
+
+def test_a_keras3_graph_keeps_batch_norm_statistics_frozen_and_its_trainable_scalar(tmp_path):
+    """Issue 26, item 5: a user's TF2 freeze of a Keras 3 model (batch norm unfused: its statistics read
+    through ``.../Cast/ReadVariableOp/resource`` constants) with a custom layer's scalar weight. Before: all
+    weights trainable, the moving mean and variance included, and the scalar lost."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    import keras
+
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    keras.utils.set_random_seed(0)
+
+    class Scale(keras.layers.Layer):
+        def build(self, shape):
+            self.p = self.add_weight(name="p", shape=(), initializer=keras.initializers.Constant(1.5))
+
+        def call(self, x):
+            return x * self.p
+
+    inputs = keras.Input((8, 8, 3), name="input")
+    bn = keras.layers.BatchNormalization()
+    x = Scale()(bn(keras.layers.Conv2D(4, 3)(inputs)))
+    model = keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(keras.layers.GlobalAveragePooling2D()(x)))
+    mean, variance = np.array([0.1, 0.2, 0.3, 0.4], "float32"), np.array([1.5, 2.5, 3.5, 4.5], "float32")
+    bn.moving_mean.assign(mean)
+    bn.moving_variance.assign(variance)
+    function = tf.function(lambda images: model(images, training=False)).get_concrete_function(
+        tf.TensorSpec([None, 8, 8, 3], tf.float32, name="input"))
+    graph_def = convert_variables_to_constants_v2(function).graph.as_graph_def()
+    (tmp_path / "frozen.pb").write_bytes(graph_def.SerializeToString())
+    res = deploy("unfreeze", tmp_path / "frozen.pb", "-o", tmp_path / "unfrozen", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    assert len(result["variables"]) == 9 and len(result["trainable"]) == 7, result
+    loaded = tf.saved_model.load(str(tmp_path / "unfrozen"))
+    frozen = sorted(v.numpy().tolist() for v in loaded.variables if not v.trainable)
+    assert frozen == sorted([mean.tolist(), variance.tolist()])
+    scalars = [v for v in loaded.trainable_variables if v.shape.rank == 0]
+    assert len(scalars) == 1 and float(scalars[0].numpy()) == 1.5
+    _train(tf, loaded)
+    assert sorted(v.numpy().tolist() for v in loaded.variables if not v.trainable) == frozen  # training leaves them
+    assert float(scalars[0].numpy()) != 1.5  # the scalar gets a gradient and trains

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from pipeline.cli.args import usage
+from pipeline.cli.args import json_error, usage
 from pipeline.cli.verbs import (
     check, ckpt, compare, consistency, data, device, diff, report, rewrite, run, schema, targets, unfreeze, validate,
 )
@@ -147,8 +147,11 @@ def main(argv=None):
     try:
         return args.func(args)
     except DeployError as e:
-        if getattr(args, "json_errors", False) and getattr(args, "format", None) == "json":
-            print(json.dumps({"event": "error", "message": e.message, "code": e.code}), flush=True)
+        if getattr(args, "format", None) == "json":  # every verb: one shape (cli/args.json_error), on stdout
+            shape = json_error(e)
+            if getattr(args, "json_events", False):
+                shape = dict(event="error", **shape)
+            print(json.dumps(shape, sort_keys=True), flush=True)
         print("deploy: error: " + e.message.splitlines()[0] + _more(e), file=sys.stderr)
         return e.code
     except _Terminated:

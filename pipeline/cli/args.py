@@ -157,6 +157,46 @@ def add_format(parser, choices=FORMATS, default="text", help=None, json_alias=Fa
                             help="deprecated: the same as --format json")
 
 
+class _Deprecated(argparse.Action):
+    """An older spelling of a flag: stores into the new flag's ``dest`` and says so on stderr."""
+
+    def __init__(self, option_strings, dest, use=None, **kwargs):
+        self.use = use
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print("deploy: warning: {} is deprecated: use {} (the same meaning)".format(option_string, self.use),
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_atol(parser, default, what, rtol=None):
+    """``--atol``: the absolute part of numeric's one element rule, |a - b| <= atol + rtol * |b|
+    (pipeline.numeric.diff), the one meaning this word has in every verb. ``rtol``: its default when the
+    verb also takes ``--rtol`` (None: rtol is 0, said in the help). The older ``--tolerance`` is kept as
+    a deprecated alias (it meant this in rewrite and consistency; deploy compare's relative latency
+    change is ``--latency-tolerance``)."""
+    parser.add_argument("--atol", type=tolerance, default=default, metavar="ABS",
+                        help="{}: absolute tolerance, |a - b| <= atol{} (default {:g})".format(
+                            what, " + rtol * |b|" if rtol is not None else ", rtol 0", default))
+    if rtol is not None:
+        parser.add_argument("--rtol", type=tolerance, default=rtol, metavar="REL",
+                            help="relative tolerance of the same rule (default {:g})".format(rtol))
+    parser.add_argument("--tolerance", dest="atol", type=tolerance, action=_Deprecated, use="--atol",
+                        help="deprecated: the same as --atol")
+
+
+def json_error(error):
+    """The one shape of an error under ``--format json``, on stdout: ``{"error": {"message", "exit_code"}}``,
+    with "problems" when there are several (deploy validate). deploy run's event stream adds
+    ``"event": "error"`` to the same object."""
+    body = {"message": error.message, "exit_code": error.code}
+    problems = list(getattr(error, "problems", ()) or ())
+    if len(problems) > 1:
+        body["problems"] = problems
+    return {"error": body}
+
+
 def refuse(flags, why):
     """Refuse flags that would do nothing: ``flags`` is [(flag, value)], every one given is named."""
     given = [flag for flag, value in flags if value not in (None, False, [], ())]

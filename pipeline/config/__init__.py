@@ -10,9 +10,10 @@ else is replaced); ``--set stages.train.epochs=1`` overrides a key from the comm
 
     schema.py    the sections and their keys (pydantic models): every default lives here
     source.py    reading YAML with bounds, line numbers and ``extends`` chains
-    loading.py   load_config(path, overrides): merge, validate, one line per problem
+    loading.py   load_config(path, overrides): merge, validate, one line per problem; validate_config:
+                 every problem at once (schema, target, paths) for deploy validate
     docs.py      docs/config.md, generated from the schema (python -m pipeline.config.docs)
 """
 
-from pipeline.config.loading import ConfigError, load_config, parse_override  # noqa: F401
+from pipeline.config.loading import ConfigError, load_config, parse_override, target_problems, validate_config  # noqa: F401
 from pipeline.config.schema import Config, ZOO, json_schema  # noqa: F401

@@ -40,6 +40,18 @@ def _apply_override(data, keypath, value, text):
 
 def load_config(path, overrides=()):
     """Load, merge (extends, --set) and validate a config. Raises DeployError listing every problem."""
+    data, source = _merged(path, overrides)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as e:
+        problems = [_describe(err, source) for err in e.errors()]
+        raise ConfigError(_joined(problems), problems)
+    config._path = Path(path)
+    config._source = source
+    return config
+
+
+def _merged(path, overrides):
     from pipeline.config.source import load_tree
 
     data, source = load_tree(path)
@@ -47,17 +59,64 @@ def load_config(path, overrides=()):
         keypath, value = parse_override(text)
         _apply_override(data, keypath, value, text)
         source.overrides.append(keypath)
+    return data, source
+
+
+def _joined(problems):
+    return problems[0] + ("\n" + "\n".join(problems[1:]) if len(problems) > 1 else "")
+
+
+def validate_config(path, overrides=()):
+    """``deploy validate``: (config or None, target or None, every problem): the schema's, then the
+    target's (its name, and the precision, route and opset the config asks of it; checked on the raw
+    values too when the schema fails elsewhere), then the paths the config names (when valid)."""
+    data, source = _merged(path, overrides)
     try:
-        config = Config.model_validate(data)
+        config, problems = Config.model_validate(data), []
     except ValidationError as e:
-        problems = [_describe(err, source) for err in e.errors()]
-        message = problems[0]
-        if len(problems) > 1:
-            message += "\n" + "\n".join(problems[1:])
-        raise ConfigError(message, problems)
-    config._path = Path(path)
-    config._source = source
-    return config
+        config, problems = None, [_describe(err, source) for err in e.errors()]
+    if config is not None:
+        config._path, config._source = Path(path), source
+    stages = data.get("stages") if isinstance(data.get("stages"), dict) else {}
+
+    def raw(stage, key):
+        section = stages.get(stage)
+        return section.get(key) if isinstance(section, dict) else None
+
+    blocked = [p for p in problems if " target:" in p or "(top level)" in p]
+    target, found = (None, []) if blocked else target_problems(
+        data.get("target"), raw("engine", "precision"), raw("convert", "format"), raw("convert", "opset"),
+        lambda *keypath: source.locate(tuple(keypath)))
+    problems += [p for p in found if not any(" {}:".format(p.split(" ", 2)[1].rstrip(":")) in q for q in problems)]
+    if config is not None and not problems:
+        problems += config.path_problems()
+    return config, target, problems
+
+
+def target_problems(name, precision=None, convert_format=None, opset=None, where=str):
+    """(the target, every problem of it with the settings a config asks of it), one line each: an unknown
+    target, a precision it does not support, the UFF route where it has none, an opset above its parser's.
+    ``where(*keypath)``: ``file:line`` of a key. Values of the wrong type are the schema's to report."""
+    from pipeline.targets import load_target
+
+    if not isinstance(name, str):
+        return None, []
+    try:
+        target = load_target(name)
+    except DeployError as e:
+        return None, ["{} target: {}".format(where("target"), e.message)]
+    problems = []
+    runtime = "TensorRT " + target.tensorrt if target.tensorrt else target.runtime
+    if isinstance(precision, str) and not target.supports_precision(precision):
+        problems.append("{} stages.engine.precision: {} is not supported on {} (it has {})".format(
+            where("stages", "engine", "precision"), precision, target.name, ", ".join(target.precisions)))
+    if convert_format == "uff" and "uff" not in target.routes:
+        problems.append("{} stages.convert.format: uff: {} has no UFF route (UFF needs TensorRT <= 8; {} has {}); "
+                        "use onnx".format(where("stages", "convert", "format"), target.name, target.name, runtime))
+    if isinstance(opset, int) and not isinstance(opset, bool) and not target.supports_opset(opset):
+        problems.append("{} stages.convert.opset: {} is above what {} on {} parses (max {}); leave it unset".format(
+            where("stages", "convert", "opset"), opset, runtime, target.name, target.max_opset))
+    return target, problems
 
 
 class ConfigError(DeployError):

@@ -17,10 +17,12 @@ def graph_io(graph, path, outputs=None):
 
 def apply_passes(graph, io, names, options, samples, tolerance=1e-4, reference=None, progress=None):
     """Apply the TensorFlow passes ``names`` in order to ``graph`` (a TFGraph, changed in place);
-    return the receipt. ``reference``: a TFGraph of the inference-mode network (see engine)."""
+    return the receipt. ``samples``: a pipeline.rewrite.feed.Feed (or the first input's array);
+    ``reference``: a TFGraph of the inference-mode network (see engine)."""
     check_names(names, "tf")
-    subject = TFSubject(graph, io, samples)
-    ref_outputs = subject.run(graph=reference) if reference is not None else None
+    arrays, skipped = (samples.arrays, samples.skipped) if hasattr(samples, "skipped") else (samples, None)
+    subject = TFSubject(graph, io, arrays, skipped)
+    ref_outputs = subject.run(graph=reference) if reference is not None and not skipped else None
     return run_passes(subject, list(names), options, tolerance, ref_outputs, progress)
 
 

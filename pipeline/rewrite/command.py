@@ -5,22 +5,19 @@ from pathlib import Path
 from pipeline import records
 from pipeline.errors import EXIT_NOT_DEPLOYABLE, DeployError
 from pipeline.files import write_bytes
-from pipeline.graph.io import image_input, write_io_json
+from pipeline.graph.io import write_io_json
 
 
-def sample_inputs(graph, io, dataset=None, count=4, seed=0):
-    """Real images from an image folder when given, else seeded random pixels, at the size and channels of
-    the input the checks feed (the first, as the pass runner's TFSubject does), its shape read from the graph."""
-    name = io["inputs"][0]["name"]
-    shape = graph.attr(graph.node(name), "shape")
-    image = image_input([(name, shape)])
-    if image is None:
-        raise DeployError("input {} has shape {}; the numeric checks need a fixed-size NHWC input "
-                          "(apply set_input_shape first)".format(name, shape))
-    from pipeline.data.samples import sample_images
+def sample_inputs(graph, io, dataset=None, count=4, seed=0, shape=None):
+    """The numeric checks' samples (pipeline.rewrite.feed.check_feed: images for one NHWC image input,
+    token ids or normal values otherwise) as (arrays, source text) for the first input; a DeployError when
+    they cannot be made. The rewrite itself uses ``check_feed``, which also says when nothing can be compared."""
+    from pipeline.rewrite.feed import check_feed
 
-    _, height, width, channels = image
-    return sample_images(dataset, count, (height, width), seed, channels)
+    feed = check_feed(graph, io, dataset, count, shape, seed)
+    if feed.skipped:
+        raise DeployError("the numeric checks cannot feed this graph: " + feed.skipped)
+    return feed.arrays[io["inputs"][0]["name"]], feed.source
 
 
 def rewrite_model(model, target, pass_names=(), auto=False, options=None, reference=None, dataset=None,
@@ -36,24 +33,33 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
         raise DeployError("{}: deploy rewrite works on frozen TensorFlow graphs (.pb/.pbtxt) for now".format(model))
     from pipeline.tf.screen import screen_graph
 
+    log = progress.log if progress is not None else (lambda line: None)
+    log("rewrite {}: reading".format(model))
     graph = TFGraph.load(model)
     io = graph_io(graph, model, outputs)
     screen_graph(graph.graph_def, model, outputs=[o["name"] for o in io["outputs"]])  # before anything runs
     ref = TFGraph.load(reference) if reference else None
-    images, source = sample_inputs(graph, io, dataset, samples)
+    from pipeline.rewrite.feed import check_feed
+
+    options = options or {}
+    shape = options.get("set_input_shape", {}) if "set_input_shape" in pass_names or auto else {}
+    feed = check_feed(graph, io, dataset, samples, (shape.get("input"), shape["shape"]) if shape.get("shape") else None)
+    log("  numeric checks: {}".format(feed.source))
+    log("  checking it for {} (before)".format(target.name))
     before = check_graph(view(graph), target)
     nodes_before = len(graph.graph_def.node)
-    options = options or {}
-    receipt = apply_passes(graph, io, list(pass_names), options, images, tolerance, ref, progress) if pass_names else []
+    receipt = apply_passes(graph, io, list(pass_names), options, feed, tolerance, ref, progress) if pass_names else []
     current = None if pass_names else before  # the graph's report as it is now, when no pass has run
     if auto:
-        more, current = rewrite_auto(graph, io, target, options, images, tolerance, ref, progress, report=current)
+        more, current = rewrite_auto(graph, io, target, options, feed, tolerance, ref, progress, report=current)
         receipt += more
+    if current is None:
+        log("  checking the result for {}".format(target.name))
     after = current if current is not None else check_graph(view(graph), target)
     summary = {
         "model": str(model),
         "target": target.name,
-        "inputs": source,
+        "inputs": feed.source,
         "reference": str(reference) if reference else None,
         "passes": receipt,
         "nodes": {"before": nodes_before, "after": len(graph.graph_def.node)},

@@ -15,6 +15,8 @@ After each pass that changed something the outputs are compared on those inputs:
   promise: two runs give the same outputs, and a sample's output alone equals its output inside a
   batch. An ONNX pass that changes behaviour (a new input type, a TensorRT plugin ONNX Runtime
   cannot run) is not compared (``subject.compares_changes`` is False).
+When the samples cannot be made (pipeline.rewrite.feed: an integer input no embedding reads, a
+string input, ...) no pass is compared and each receipt entry says why ("not compared: ...").
 A pass that fails its comparison fails the rewrite (StageFailed); nothing is written. The comparison
 is ``pipeline.numeric.compare_arrays`` with the tolerance as atol and rtol 0 (stages.rewrite.tolerance
 is a max abs difference); outputs that are not finite (NaN, inf) before or after a pass fail it too.
@@ -29,19 +31,40 @@ from pipeline.rewrite import KINDS, registry
 
 
 class TFSubject:
-    """A TFGraph (changed in place) run with the TensorFlow backend on fixed sample inputs."""
+    """A TFGraph (changed in place) run with the TensorFlow backend on fixed sample inputs.
+
+    ``samples``: {input name: array, samples on axis 0} (pipeline.rewrite.feed), or one array for the
+    first input; ``skipped``: why the outputs cannot be compared (then no pass is compared, the
+    receipt says why). A graph whose batch dimension is fixed (set_input_shape's batch of 1) is fed
+    that many samples at a time; the outputs are joined on axis 0."""
 
     kind = "tf"
     compares_changes = True
 
-    def __init__(self, graph, io, samples):
-        self.graph, self.io, self.samples = graph, io, samples
-        self.input = io["inputs"][0]["name"]
+    def __init__(self, graph, io, samples, skipped=None):
+        self.graph, self.io, self.skipped = graph, io, skipped
+        self.input = io["inputs"][0]["name"] if io["inputs"] else None
+        self.samples = samples if isinstance(samples, dict) or samples is None else {self.input: samples}
         self.outputs = [o["name"] for o in io["outputs"]]
         self._last = (None, None)  # (graph bytes, outputs on the samples): a pass's "after" is the next one's "before"
 
+    @property
+    def count(self):
+        return len(next(iter(self.samples.values()))) if self.samples else 0
+
+    def sample(self, i):
+        """Sample ``i`` alone (a batch of one), for every input."""
+        return {k: v[i:i + 1] for k, v in self.samples.items()}
+
     def apply(self, p, options):
-        sites = p.func(self.graph, dict(options, _outputs=self.outputs)) or []
+        from pipeline.tf import import_tf
+
+        tf = import_tf()
+        try:
+            sites = p.func(self.graph, dict(options, _outputs=self.outputs)) or []
+        except tf.errors.OpError as e:  # a pass that runs part of the graph (fold_constants) and cannot
+            raise StageFailed("rewrite pass {} cannot run on this graph: {}".format(
+                p.name, (getattr(e, "message", None) or str(e)).splitlines()[0]))
         self.graph.prune(self.outputs)
         present = self.graph.nodes
         self.io["inputs"] = [i for i in self.io["inputs"] if i["name"] in present]
@@ -51,7 +74,8 @@ class TFSubject:
         return self.graph.op_counts()
 
     def run(self, batch=None, graph=None, fresh=False):
-        """Outputs on the samples (or ``batch``); the same graph on the samples is run once unless ``fresh``."""
+        """Outputs on the samples (or ``batch``, a feed dict); the same graph on the samples is run once
+        unless ``fresh``."""
         from pipeline.backends.tensorflow import TensorFlowSession
         from pipeline.tf import import_tf
 
@@ -60,12 +84,13 @@ class TFSubject:
             return self._last[1]
         tf = import_tf()
         graph_def = tf.compat.v1.GraphDef.FromString(data)
-        present = {n.name for n in graph_def.node}
+        present = {n.name: n for n in graph_def.node}
         io = {key: [t for t in self.io[key] if t["name"] in present] for key in ("inputs", "outputs")}
+        feed = {k: v for k, v in (self.samples if batch is None else batch).items() if k in present}
         session = None
         try:
             session = TensorFlowSession(graph_def, io, source="the rewritten graph")
-            outputs = session.run({self.input: self.samples if batch is None else batch})
+            outputs = _run_in_batches(session, feed, _fixed_batch(present, feed))
             if batch is None:
                 self._last = (data, outputs)
             return outputs
@@ -75,6 +100,35 @@ class TFSubject:
         finally:
             if session is not None:
                 session.close()
+
+
+def _fixed_batch(nodes, feed):
+    """The batch size the graph's placeholders fix (their first dimension), or None when it is free."""
+    for name in feed:
+        shape = nodes[name].attr["shape"].shape if "shape" in nodes[name].attr else None
+        if shape is not None and not shape.unknown_rank and shape.dim and shape.dim[0].size > 0:
+            return shape.dim[0].size
+    return None
+
+
+def _run_in_batches(session, feed, batch):
+    """``session.run(feed)``, ``batch`` samples at a time when the graph fixes its batch (the last
+    group filled up with its last sample, the extra outputs dropped)."""
+    import numpy as np
+
+    count = len(next(iter(feed.values()))) if feed else 0
+    if batch is None or count == batch or not count:
+        return session.run(feed)
+    parts = []
+    for start in range(0, count, batch):
+        group = {}
+        for k, v in feed.items():
+            chunk = v[start:start + batch]
+            if len(chunk) < batch:
+                chunk = np.concatenate([chunk] + [chunk[-1:]] * (batch - len(chunk)))
+            group[k] = chunk
+        parts.append((min(batch, count - start), session.run(group)))
+    return [np.concatenate([out[k][:n] for n, out in parts]) for k in range(len(parts[0][1]))]
 
 
 class ONNXSubject:
@@ -136,11 +190,14 @@ def run_passes(subject, names, options, tolerance=1e-4, reference_outputs=None, 
             raise DeployError("rewrite pass {} needs option {} (stages.rewrite.options.{}.{})".format(
                 name, missing[0], name, missing[0]))
         before_counts = subject.op_counts()
-        before = None if p.changes_behaviour else subject.run()
+        skipped = getattr(subject, "skipped", None)
+        before = None if p.changes_behaviour or skipped else subject.run()
         sites = subject.apply(p, opts)
         delta = _delta(before_counts, subject.op_counts())
         entry = {"pass": name, "sites": list(sites), "ops": delta, "changes_behaviour": p.changes_behaviour}
-        if (sites or delta) and p.changes_behaviour and not subject.compares_changes:
+        if (sites or delta) and skipped:
+            entry["comparison"] = {"against": "not compared: " + skipped}
+        elif (sites or delta) and p.changes_behaviour and not subject.compares_changes:
             pass  # not comparable by design (see the module doc)
         elif (sites or delta) and p.changes_behaviour and index < last_changing:
             entry["comparison"] = {"against": "deferred to {}, the last behaviour-changing pass".format(names[last_changing])}
@@ -173,7 +230,7 @@ def _compare(name, p, subject, before, ref_outputs, tolerance):
         import numpy as np
 
         again = subject.run(fresh=True)
-        alone = [subject.run(batch=subject.samples[i:i + 1]) for i in range(len(subject.samples))]
+        alone = [subject.run(batch=subject.sample(i)) for i in range(subject.count)]
         stacked = [np.concatenate([a[k] for a in alone]) for k in range(len(after))]
         against, pairs = "determinism and batch independence (no reference given)", [(after, again), (after, stacked)]
     found = [numeric.compare_arrays(ref, got, tolerance, 0.0) for ref, got in pairs]
@@ -194,5 +251,6 @@ def _comparison_text(comparison):
     if not comparison:
         return "nothing to compare"
     if "max_abs_diff" not in comparison:
-        return "compared " + comparison["against"]
+        return comparison["against"] if comparison["against"].startswith("not compared") \
+            else "compared " + comparison["against"]
     return "max diff {:.2g} vs {}".format(comparison["max_abs_diff"], comparison["against"])

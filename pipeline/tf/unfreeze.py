@@ -11,10 +11,13 @@ flow to them. The SavedModel follows the reusable-SavedModel convention TF Hub s
     probs = obj(images, training=False)              # one output: a tensor; several: a dict
     obj.signatures["serving_default"](input=images)  # the original input and output names
 
-Trainable: kernels, biases, batch-norm gamma and beta, any other float weight. Non-trainable: batch
-norm's moving mean and variance (FusedBatchNorm inputs 3 and 4, or constants named
-``.../moving_mean`` / ``.../moving_variance``), left as they are: the graph runs batch norm in its
-inference form, so training changes gamma and beta, not the statistics.
+Trainable: kernels, biases, batch-norm gamma and beta, any other float weight, and every constant that
+was a variable (read through ``<name>/read`` or a ``ReadVariableOp``), a scalar too (a learned exponent,
+a scale). Non-trainable: batch norm's moving mean and variance (FusedBatchNorm inputs 3 and 4; in the
+unfused form Keras 3 and ``tf.nn.batch_normalization`` write, the variance added to epsilon under a Rsqrt
+and the mean multiplied by that Rsqrt and subtracted; or constants named ``.../moving_mean`` /
+``.../moving_variance``), left as they are: the graph runs batch norm in its inference form, so training
+changes gamma and beta, not the statistics.
 """
 
 from pathlib import Path
@@ -31,8 +34,9 @@ _NOT_WEIGHT_INPUTS = ("Reshape", "Shape", "Fill", "Tile", "Pad", "MirrorPad", "R
 
 
 def weight_constants(graph_def, scopes=None):
-    """{const name: trainable?} for the float constants with more than one value that reach a
-    computation (directly or through Identity/read nodes), optionally only under ``scopes``."""
+    """{const name: trainable?} for the float constants that reach a computation (directly or through
+    Identity/read nodes) and either were variables or hold more than one value, optionally only under
+    ``scopes``."""
     import numpy as np
 
     from pipeline.tf import import_tf
@@ -40,6 +44,11 @@ def weight_constants(graph_def, scopes=None):
     tf = import_tf()
     by_name = {n.name: n for n in graph_def.node}
     consts = {n.name: n for n in graph_def.node if n.op == "Const"}
+    consumers = {}
+    for node in graph_def.node:
+        for slot, tensor in enumerate(node.input):
+            if not tensor.startswith("^"):
+                consumers.setdefault(tensor.split(":")[0], []).append((node, slot))
     found = {}
     for node in graph_def.node:
         if node.op in _PASS_THROUGH or node.op == "Const":
@@ -52,11 +61,40 @@ def weight_constants(graph_def, scopes=None):
             if const is None or (scopes and not any(name.startswith(s) for s in scopes)):
                 continue
             value = tf.make_ndarray(const.attr["value"].tensor)
-            if value.dtype != np.float32 or value.size < 2:
+            if not np.issubdtype(value.dtype, np.floating) or (value.size < 2 and not _was_variable(name, consumers)):
                 continue
-            statistics = (node.op in _FUSED_BN and slot in (3, 4)) or name.rsplit("/", 1)[-1] in _STAT_SUFFIXES
+            statistics = (node.op in _FUSED_BN and slot in (3, 4)) or name.rsplit("/", 1)[-1] in _STAT_SUFFIXES \
+                or _unfused_statistic(node, by_name, consumers, consts)
             found[name] = found.get(name, True) and not statistics
     return found
+
+
+def _was_variable(name, consumers):
+    """Whether constant ``name`` was a variable before freezing: TF2's ``.../ReadVariableOp/resource``,
+    or read by TF1's ``<name>/read`` or a ``ReadVariableOp`` Identity."""
+    if name.endswith("/resource"):
+        return True
+    return any(c.op in _PASS_THROUGH and (c.name == name + "/read" or c.name.rsplit("/", 1)[-1].startswith("ReadVariableOp"))
+               for c, _ in consumers.get(name, ()))
+
+
+def _unfused_statistic(node, by_name, consumers, consts):
+    """Whether ``node`` reads a moving statistic in the unfused batch norm (``tf.nn.batch_normalization``:
+    ``inv = rsqrt(variance + eps) [* gamma]; x * inv + (beta - mean * inv)``): the variance is added to a
+    constant epsilon under a Rsqrt, the mean multiplied by ``inv`` and subtracted (or negated)."""
+    after = [c for c, _ in consumers.get(node.name, ())]
+    if node.op in ("Add", "AddV2"):
+        return any(c.op == "Rsqrt" for c in after) and any(
+            _through(by_name, t.split(":")[0]) in consts for t in node.input)
+    if node.op == "Mul":
+        def from_rsqrt(tensor):
+            producer = by_name.get(_through(by_name, tensor.split(":")[0]))
+            return producer is not None and (producer.op == "Rsqrt" or (producer.op == "Mul" and any(
+                getattr(by_name.get(_through(by_name, t.split(":")[0])), "op", None) == "Rsqrt" for t in producer.input)))
+
+        return any(from_rsqrt(t) for t in node.input) and any(
+            (c.op == "Sub" and slot == 1) or c.op == "Neg" for c, slot in consumers.get(node.name, ()))
+    return False
 
 
 def _through(by_name, name):
@@ -70,8 +108,9 @@ def _through(by_name, name):
     return name
 
 
-def unfreeze(frozen_path, out_dir, scopes=None, io=None):
-    """Write a trainable SavedModel for ``frozen_path``; returns {"variables", "trainable", "inputs", "outputs"}."""
+def unfreeze(frozen_path, out_dir, scopes=None, io=None, progress=None):
+    """Write a trainable SavedModel for ``frozen_path``; returns {"variables", "trainable", "inputs", "outputs"}.
+    ``progress``: a pipeline.progress.Progress told each step (reading, variables, saving)."""
     from pipeline.graph.parsing import sniff_protobuf
     from pipeline.tf import import_tf
     from pipeline.graph.io import graph_io
@@ -85,6 +124,7 @@ def unfreeze(frozen_path, out_dir, scopes=None, io=None):
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DeployError("-o {}: already exists{}; choose a new directory".format(
             out_dir, " and is not empty" if out_dir.is_dir() else " as a file"))
+    _log(progress, "unfreeze {}: reading (step 1 of 3)".format(frozen_path))
     tf = import_tf()
     graph_def = load_graph_def(frozen_path)
     io = io or graph_io(graph_def, frozen_path)
@@ -97,6 +137,8 @@ def unfreeze(frozen_path, out_dir, scopes=None, io=None):
                           "computation reads)".format(frozen_path, " under " + ", ".join(scopes) if scopes else ""))
     if len(io["inputs"]) != 1:
         raise DeployError("{}: unfreeze supports one input, the graph has {}".format(frozen_path, len(io["inputs"])))
+    _log(progress, "unfreeze: {} weights become variables, {} trainable (step 2 of 3)".format(
+        len(weights), sum(weights.values())))
     consts = {n.name: n for n in graph_def.node}
     variables = {name: tf.Variable(tf.make_ndarray(consts[name].attr["value"].tensor), name=name, trainable=trainable)
                  for name, trainable in weights.items()}
@@ -129,9 +171,15 @@ def unfreeze(frozen_path, out_dir, scopes=None, io=None):
     for training in (False, True):
         obj.__call__.get_concrete_function(spec, training)
     obj.serve = serve
+    _log(progress, "unfreeze: tracing and writing the SavedModel {} (step 3 of 3)".format(out_dir))
     _save(tf, obj, serve, out_dir)
     return {"variables": list(weights), "trainable": [n for n, t in weights.items() if t],
             "inputs": [inp["name"]], "outputs": outputs}
+
+
+def _log(progress, line):
+    if progress is not None:
+        progress.log(line)
 
 
 def _save(tf, obj, serve, out_dir):

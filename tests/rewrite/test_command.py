@@ -32,11 +32,22 @@ def test_the_images_have_the_inputs_size_and_channels(channels):
     assert images.shape == (2, 8, 6, channels) and source == "random pixels, seed 0"
 
 
-@pytest.mark.parametrize("dims", [[-1, -1, -1, 3], [-1, 8, 8], [-1, 0, 8, 3]])
-def test_an_input_that_is_no_fixed_size_image_is_refused(dims):
+@pytest.mark.parametrize("dims, message", [
+    ([-1, -1, -1, 3], "an image of unknown height or width, which the numeric checks cannot guess; give it with "
+                      "--pass set_input_shape --input-shape input=1,224,224,3"),
+    ([-1, 0, 8, 3], "the numeric checks cannot feed this graph: input input has shape \\[\\?,0,8,3\\] \\(an empty"),
+])
+def test_an_input_the_checks_cannot_feed_is_refused_with_what_to_do(dims, message):
     graph = _graph(dims)
-    with pytest.raises(DeployError, match="the numeric checks need a fixed-size NHWC input"):
+    with pytest.raises(DeployError, match=message):
         sample_inputs(graph, graph_io(graph.graph_def))
+
+
+def test_a_float_input_that_is_no_image_gets_normal_values():
+    """Before: "the numeric checks need a fixed-size NHWC input" for any other input (issue 26, item 4)."""
+    graph = _graph([-1, 8, 8])
+    samples, source = sample_inputs(graph, graph_io(graph.graph_def), count=2)
+    assert samples.shape == (2, 8, 8) and "normal values shape [2,8,8]" in source
 
 
 def test_the_io_json_beside_the_output_reads_back(tmp_path):

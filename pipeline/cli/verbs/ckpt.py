@@ -1,8 +1,9 @@
 """deploy ckpt inspect|diff: checkpoints and restore reports."""
 
 import json
+import sys
 
-from pipeline.cli.args import add_config, add_format, add_group, add_verb
+from pipeline.cli.args import add_config, add_format, add_group, add_verb, json_error
 from pipeline.errors import DeployError
 
 
@@ -17,6 +18,8 @@ def add_parser(subparsers):
     p.add_argument("checkpoint", nargs="?", help="the checkpoint to restore (required)")
     p.add_argument("--config", dest="config_flag", metavar="CONFIG",
                    help="deprecated: the older order, deploy ckpt diff CHECKPOINT --config CONFIG")
+    add_format(p, ("text", "json"), help="text (default: a table) or json (every variable name per kind: restored, "
+               "new, unused, shape_mismatch, excluded, ambiguous, trainable)")
 
 
 def inspect(args):
@@ -43,7 +46,11 @@ def diff(args):
 
     config, checkpoint = _config_and_checkpoint(args)
     report, problem = config_restore_report(load_config(config, args.set), checkpoint)
-    print(format_report(report))
+    if args.format == "json" and problem is not None:  # one document: the report and the error's one shape
+        print(json.dumps(dict(json_error(problem), report=report), indent=2, sort_keys=True))
+        print("deploy: error: " + problem.message, file=sys.stderr)
+        return problem.code
+    print(json.dumps(report, indent=2, sort_keys=True) if args.format == "json" else format_report(report))
     if problem is not None:  # deploy run would stop here: say what to do, exit 1
         raise problem
     return 0

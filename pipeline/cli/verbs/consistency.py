@@ -3,8 +3,8 @@
 import json
 import sys
 
-from pipeline.cli.args import add_format, add_trust, add_verb, batch_sizes, count, positive, tolerance
-from pipeline.errors import EXIT_STAGE_FAILED, DeployError
+from pipeline.cli.args import add_atol, add_format, add_trust, add_verb, batch_sizes, count, positive
+from pipeline.errors import EXIT_DIFFERENT
 
 
 def add_parser(subparsers):
@@ -16,25 +16,20 @@ def add_parser(subparsers):
                    help="refuse a check estimated to take longer (default 600; estimated from a timed first batch)")
     p.add_argument("--samples", type=count, default=4, help="images to test (default 4)")
     p.add_argument("--dataset", help="image folder to take them from (default: seeded random pixels)")
-    p.add_argument("--tolerance", type=tolerance, help="max abs difference (default 1e-5, plus 1e-4 relative)")
+    add_atol(p, 1e-5, "outputs alone and in a batch agree when", rtol=1e-4)
     add_format(p, ("text", "json"))
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_trust(p)
 
 
 def run(args):
-    """Same image alone and inside batches: do the outputs agree? Names the first layer that diverges."""
-    from pipeline.numeric import ATOL
+    """Same image alone and inside batches: do the outputs agree? Names the first layer that diverges.
+    Exit 4 when they differ (deploy's "a comparison found a difference")."""
     from pipeline.numeric.consistency import check_model, format_report
 
-    try:
-        report = check_model(args.model, args.batch_sizes, args.samples, args.dataset,
-                             ATOL if args.tolerance is None else args.tolerance, time_limit_s=args.time_limit,
-                             progress=lambda line: print(line, file=sys.stderr, flush=True))
-    except DeployError as e:
-        if args.format != "json":
-            raise
-        print(json.dumps({"status": "error", "error": e.message, "code": e.code}, indent=2), file=sys.stderr)
-        return e.code
+    report = check_model(args.model, args.batch_sizes, args.samples, args.dataset, args.atol, rtol=args.rtol,
+                         time_limit_s=args.time_limit, progress=None if args.quiet else
+                         (lambda line: print(line, file=sys.stderr, flush=True)))
     print(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) if args.format == "json"
           else format_report(report))
-    return 0 if report.passed else EXIT_STAGE_FAILED
+    return 0 if report.passed else EXIT_DIFFERENT

@@ -1,6 +1,8 @@
 """deploy data shapes DIR: small generated datasets."""
 
-from pipeline.cli.args import add_group, add_verb, count
+import json
+
+from pipeline.cli.args import add_format, add_group, add_verb, count
 
 
 def add_parser(subparsers):
@@ -11,6 +13,7 @@ def add_parser(subparsers):
     p.add_argument("--train-per-class", type=count, default=60, help="training images per class (default 60)")
     p.add_argument("--val-per-class", type=int, default=20, help="validation images per class (default 20)")
     p.add_argument("--seed", type=int, default=0)
+    add_format(p, ("text", "json"), help="text (default) or json (classes, image counts, size, path)")
 
 
 def shapes(args):
@@ -19,6 +22,9 @@ def shapes(args):
 
     summary = generate_shapes(args.dir, image_size=args.size, train_per_class=args.train_per_class,
                               val_per_class=args.val_per_class, seed=args.seed)
+    if args.format == "json":
+        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        return 0
     print("{}: {} classes ({}), {} train / {} val images at {}x{}".format(
         args.dir, len(summary["classes"]), ", ".join(summary["classes"]), summary["train"], summary["val"],
         args.size, args.size))

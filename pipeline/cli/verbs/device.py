@@ -13,7 +13,6 @@ def add_parser(subparsers):
     add_format(p, ("text", "json"), help="text (default) or json (the whole probe)", json_alias=True)
     p.add_argument("--strict", action="store_true", help="exit 5 when this machine is not the config's target (another "
                    "board, not a Jetson, or another TensorRT)")
-    p.set_defaults(json_errors=True)  # a DeployError is also printed as a JSON "error" event with --format json
 
 
 def probe(args):

@@ -1,6 +1,8 @@
 """deploy rewrite MODEL --target T -o OUT: apply rewrite passes until the model converts."""
 
-from pipeline.cli.args import add_trust, add_verb, count, named_dims, names, node_dims, refuse, tolerance
+import json
+
+from pipeline.cli.args import add_atol, add_format, add_trust, add_verb, count, named_dims, names, node_dims, refuse
 from pipeline.errors import DeployError
 
 # flags that only mean something for a TensorFlow graph: refused for an .onnx model, never ignored
@@ -29,8 +31,13 @@ def add_parser(subparsers):
                    "*.io.json and *.rewrite.json (the receipt) go beside it")
     _lazy_help(p.add_argument("--pass", dest="passes", action="append", metavar="NAME"), _pass_help)
     p.add_argument("--auto", action="store_true", help="apply every pass deploy check names as a fix, check again, repeat")
-    p.add_argument("--samples", type=count, default=4, help="images per numeric check (default 4)")
-    p.add_argument("--tolerance", type=tolerance, default=1e-4, help="max abs difference allowed (default 1e-4)")
+    p.add_argument("--samples", type=count, default=4, help="samples per numeric check (default 4). The checks "
+                   "feed a TensorFlow graph NHWC images (--dataset or random pixels), integer token ids below the "
+                   "vocabulary of the embedding they feed, or normal values for float sequences (unknown lengths: "
+                   "16); a graph with a fixed batch gets that many at a time; other inputs are not compared, and "
+                   "the receipt says why")
+    add_atol(p, 1e-4, "a pass may change the outputs by at most this")
+    add_format(p, ("text", "json"), help="text (default) or json (the verdict, the receipt's passes, the files written)")
     tf = p.add_argument_group("TensorFlow graphs only", "refused for an .onnx model")
     tf.add_argument("--checkpoint", help="training checkpoint holding batch norm moving statistics (bn_inference)")
     tf.add_argument("--reference", help="an inference-mode frozen graph to compare behaviour-changing passes against")
@@ -41,7 +48,7 @@ def add_parser(subparsers):
                     help="cut option: make NODE a new input (repeatable)")
     tf.add_argument("--outputs", type=names, metavar="NODE,...",
                     help="the graph's outputs (default: MODEL's .io.json, else its sink nodes)")
-    p.add_argument("--quiet", "-q", action="store_true")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_trust(p)
 
 
@@ -73,18 +80,27 @@ def run(args):
     progress = Progress("quiet" if args.quiet else "human")
     if onnx:
         model, summary, report = rewrite_onnx(args.model, target, pass_names=args.passes or (), auto=args.auto,
-                                              options={}, samples=args.samples, tolerance=args.tolerance,
+                                              options={}, samples=args.samples, tolerance=args.atol,
                                               progress=progress)
         write_onnx_outputs(model, summary, args.output)
+        receipt = str(args.output)[:-5] + ".rewrite.json"
     else:
         check_output(args.output)  # before any pass runs
         graph, io, summary, report = rewrite_model(
             args.model, target, pass_names=args.passes or (), auto=args.auto,
             options=pass_options(args.checkpoint, args.input_shape, args.cut), reference=args.reference,
-            dataset=args.dataset, samples=args.samples, tolerance=args.tolerance, progress=progress,
+            dataset=args.dataset, samples=args.samples, tolerance=args.atol, progress=progress,
             outputs=args.outputs or None)
         write_outputs(graph, io, summary, args.output)
+        receipt = args.output[:-3] + ".rewrite.json"
         progress.log("wrote {} ({} -> {} nodes); receipt {}".format(
-            args.output, summary["nodes"]["before"], summary["nodes"]["after"], args.output[:-3] + ".rewrite.json"))
-    print("after rewrite: {} — {}".format("YES" if report.deployable else "NO", recommendation(report)))
+            args.output, summary["nodes"]["before"], summary["nodes"]["after"], receipt))
+    if args.format == "json":
+        print(json.dumps({"model": str(args.model), "target": target.name, "output": str(args.output),
+                          "receipt": receipt, "deployable": report.deployable, "recommendation": recommendation(report),
+                          "inputs": summary.get("inputs"), "nodes": summary["nodes"], "passes": summary["passes"],
+                          "check_before": summary["check_before"], "check_after": summary["check_after"]},
+                         indent=2, sort_keys=True, default=str))
+    else:
+        print("after rewrite: {} — {}".format("YES" if report.deployable else "NO", recommendation(report)))
     return exit_code(report)

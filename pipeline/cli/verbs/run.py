@@ -26,7 +26,7 @@ def add_parser(subparsers):
                           "events, one JSON object per line on stdout)")
     out.add_argument("--json", dest="format", action="store_const", const="json",
                      help="deprecated: the same as --format json")
-    p.set_defaults(json_errors=True)  # a DeployError becomes an "error" event on stdout with --format json
+    p.set_defaults(json_events=True)  # with --format json a DeployError is the one error shape with "event": "error"
 
 
 def run(args):

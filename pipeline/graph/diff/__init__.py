@@ -39,6 +39,7 @@ class DiffReport:
     added: List[str] = field(default_factory=list)  # B names
     removed: List[str] = field(default_factory=list)  # A names
     changed: List[dict] = field(default_factory=list)  # {"a", "b", "op", "what", "shape"}
+    not_compared: Dict[str, int] = field(default_factory=dict)  # attribute deploy cannot decode -> nodes it is on
     values: List[dict] = field(default_factory=list)  # constants whose values differ
     passthrough: Dict[str, List[str]] = field(default_factory=lambda: {"removed": [], "added": []})
 
@@ -62,22 +63,30 @@ class DiffReport:
             "identical_up_to_pass_through": bool(self.passthrough["removed"] or self.passthrough["added"]),
             "renamed": self.renamed, "swapped": self.swapped, "added": self.added, "removed": self.removed,
             "changed": self.changed, "values": self.values, "passthrough": self.passthrough,
+            "attributes_not_compared": self.not_compared,
             "by_scope": by_scope(self),
         }
 
 
-def diff_models(a_path, b_path, signature="serving_default", outlive=False):
-    """``outlive``: both graphs are kept until the process ends (pipeline.files.outlive; the CLI's)."""
+def diff_models(a_path, b_path, signature="serving_default", outlive=False, progress=None):
+    """``outlive``: both graphs are kept until the process ends (pipeline.files.outlive; the CLI's).
+    ``progress``: a pipeline.progress.Progress told each step (reading A and B, matching)."""
     from pipeline.files import gc_paused
     from pipeline.files import outlive as keep
 
+    def log(line):
+        if progress is not None:
+            progress.log(line)
+
     with gc_paused(resume=not outlive):
+        log("diff: reading {} and {} (step 1 of 2)".format(a_path, b_path))
         a, b = _load_pair(a_path, b_path, signature)
         if outlive:
             keep((a, b))
         if a.kind != b.kind:
             raise DeployError("cannot diff a {} model ({}) with a {} model ({}); compare models of one kind".format(
                 a.kind, a_path, b.kind, b_path))
+        log("diff: matching {} and {} nodes by structure (step 2 of 2)".format(len(a.names), len(b.names)))
         return diff_graphs(a, b)
 
 
@@ -190,10 +199,12 @@ def diff_graphs(a, b):
     """Diff two DiffGraphs (pipeline.graph.diff.structure) or two graph views."""
     from pipeline.graph.diff.match import Matcher
     from pipeline.graph.diff.report import differences, value_change
-    from pipeline.graph.diff.structure import DiffGraph, from_view, prepare
+    from pipeline.graph.diff.structure import DiffGraph, decoded_signatures, from_view, prepare
 
     a = a if isinstance(a, DiffGraph) else from_view(a)
     b = b if isinstance(b, DiffGraph) else from_view(b)
+    if a.from_bytes != b.from_bytes:  # a frozen .pb against a reader's view (.keras, SavedModel): like with like
+        decoded_signatures(a if a.from_bytes else b)
     for g in (a, b):
         if g.hashes is None:
             prepare(g)
@@ -222,7 +233,7 @@ def diff_graphs(a, b):
             continue
         if hashes_a[i] == hashes_b[j] and [match.get(p) for p, _ in inputs_a[i]] == [q for q, _ in inputs_b[j]]:
             continue  # same op, attributes and inputs: nothing to say
-        what = differences(a, b, i, j, match)
+        what = differences(a, b, i, j, match, report.not_compared)
         if what:
             report.changed.append({"a": a.names[i], "b": b.names[j], "op": a.ops[i], "what": what,
                                    "shape": _shapes(a, b, i, j)})

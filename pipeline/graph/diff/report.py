@@ -6,9 +6,11 @@ from collections import OrderedDict
 SMALL = 16  # constants up to this many values are printed ([1,1917,1,4] -> [1,1917,5])
 
 
-def differences(a, b, i, j, match):
-    """What differs between matched nodes A[i] and B[j]: op, attributes (with values), inputs."""
-    from pipeline.graph.diff.structure import attr_signature
+def differences(a, b, i, j, match, not_compared=None):
+    """What differs between matched nodes A[i] and B[j]: op, attributes (with values), inputs. An attribute
+    deploy cannot decode (a placeholder, an unset or unknown kind) is not compared: counted by name in
+    ``not_compared`` (the report names each once), never a change of its own."""
+    from pipeline.graph.diff.structure import attr_signature, tensor_bytes
 
     what = []
     if a.ops[i] != b.ops[j]:
@@ -19,20 +21,40 @@ def differences(a, b, i, j, match):
         for key in sorted(set(xa) | set(xb)):
             if key.startswith("_"):
                 continue
+            if key in xa and key in xb and not (_readable(xa[key]) and _readable(xb[key])):
+                if not_compared is not None:
+                    not_compared[key] = not_compared.get(key, 0) + 1
+                continue
             va, vb = attr_signature("", {key: xa[key]} if key in xa else {}), attr_signature("", {key: xb[key]} if key in xb else {})
+            if va == vb and _is_tensor(xa.get(key)) and _is_tensor(xb.get(key)):  # same dtype and shape: the values
+                va, vb = tensor_bytes(xa[key]), tensor_bytes(xb[key])
             if va != vb:
                 changes.append("{} {} → {}".format(key, _short(xa.get(key)), _short(xb.get(key))))
-        what.append("attributes: " + "; ".join(changes or ["?"]))
+        if changes:
+            what.append("attributes: " + "; ".join(changes))
     ia, ib = a.inputs[i], b.inputs[j]
     if len(ia) != len(ib) or any(match.get(p) != q or pa != qb for (p, pa), (q, qb) in zip(ia, ib)):
         what.append("inputs")
     return ", ".join(what)
 
 
+def _readable(value):
+    from pipeline.graph.view import AttrPlaceholder
+
+    return value is not None and not isinstance(value, AttrPlaceholder)
+
+
+def _is_tensor(value):
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
 def _short(value):
     if value is None:
         return "(none)"
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
+    if _is_tensor(value):
+        array = value.array() if hasattr(value, "array") else None
+        if array is not None and array.size <= SMALL:  # its values: what changed
+            return "tensor {} {}".format(value.dtype, flat_text(array.ravel().tolist()))
         return "tensor {} {}".format(value.dtype, dims_text(value.shape))
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -151,6 +173,9 @@ def format_text(report, limit=20):
     else:
         lines.append("different: {} added, {} removed, {} changed, {} constant(s) with different values".format(
             len(report.added), len(report.removed), len(report.changed), len(report.values)))
+    if report.not_compared:  # named once, not on every node that has them
+        lines.append("attributes deploy cannot read, not compared: " + ", ".join(
+            "{} ({} node{})".format(k, n, "" if n == 1 else "s") for k, n in sorted(report.not_compared.items())))
     swapped = report.swapped
     if swapped:  # every one: these are the renames that mislead a name-based diff
         lines += ["", "swapped names ({}), matched by structure:".format(len(swapped))]

@@ -29,6 +29,7 @@ class DiffGraph:
     shapes: Dict[int, list] = field(default_factory=dict)  # index -> output shape, where the file says
     hashes: Optional[List[int]] = None
     consumers: Optional[List[list]] = None
+    from_bytes: bool = False  # sigs hash the NodeDefs' bytes (from_graph_def), not decoded attributes (from_view)
 
     fingerprints: Dict[int, int] = field(default_factory=dict)  # const index -> hash of its bytes (computed once)
 
@@ -47,7 +48,7 @@ class DiffGraph:
         for i in self.tensors:
             self.fingerprint(i)
         keep = ("source", "kind", "names", "ops", "sigs", "inputs", "const", "passthrough", "outputs", "shapes",
-                "hashes", "consumers", "fingerprints")
+                "hashes", "consumers", "fingerprints", "from_bytes")
         return {k: getattr(self, k) for k in keep}
 
     @classmethod
@@ -151,9 +152,25 @@ def from_graph_def(graph_def, source, outputs=None):
 
         return decode_node_def_attrs(graph_def.node[i])
 
-    g = DiffGraph(source, "tensorflow", names, ops, sigs, [], const, tensors=tensors, attrs_of=attrs_of, shapes=shapes)
+    g = DiffGraph(source, "tensorflow", names, ops, sigs, [], const, tensors=tensors, attrs_of=attrs_of, shapes=shapes,
+                  from_bytes=True)
     _resolve(g, raw_inputs, index, _tf_producer, outputs)
     return g
+
+
+def decoded_signatures(g):
+    """Give ``g`` (read by from_graph_def) the signatures from_view computes, from its decoded attributes,
+    and hash it again: a frozen .pb diffed with the same model as .keras or a SavedModel (read through a
+    reader) then compares like with like. Before, every node of such a pair was "changed"."""
+    sigs = []
+    for i, op in enumerate(g.ops):
+        attrs = g.attrs_of(i)
+        if g.const[i]:
+            attrs = dict(attrs)
+            attrs.setdefault("value", g.tensors.get(i))
+        sigs.append(hash((op, "", attr_signature(op, attrs))))
+    g.sigs, g.from_bytes = sigs, False
+    return prepare(g)
 
 
 def from_view(graph):
