@@ -315,3 +315,14 @@ def test_tolerance_is_a_deprecated_alias_of_atol(verb, capsys):
     assert parser.parse_args(verb + ["--tolerance", "0.02"]).atol == 0.02
     assert "deploy: warning: --tolerance is deprecated: use --atol" in capsys.readouterr().err
     assert "|a - b| <= atol" in parser._subparsers._group_actions[0].choices[verb[0]].format_help()
+
+
+def test_data_shapes_takes_format_json(tmp_path, capsys):
+    import json
+
+    from pipeline.cli import main
+
+    assert main(["data", "shapes", str(tmp_path / "d"), "--size", "16", "--train-per-class", "1",
+                 "--val-per-class", "0", "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["train"] == 4 and summary["val"] == 0 and len(summary["classes"]) == 4

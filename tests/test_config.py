@@ -321,3 +321,25 @@ def test_the_routes_deploy_run_takes_have_one_home():
     schema = ConvertOptions.model_json_schema()["properties"]["format"]
     assert schema["enum"] == list(RUNNABLE_ROUTES) + ["auto"]
     assert choose_route("auto", "tftrt", ROUTES) == "onnx" and choose_route("auto", "uff", ROUTES) == "uff"
+
+
+def test_validate_lists_every_target_problem_with_the_schema_problems(tmp_path, capsys):
+    """Issue 26, item 5: int8 on a TX2 *and* opset 15 *and* a typo. Before: only the typo (schema problems hid the
+    target's), then only int8 (one target problem at a time)."""
+    from pipeline.cli import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text("extends: {}\nstages:\n  engine:\n    precision: int8\n  convert:\n    opset: 15\n"
+                      "  train:\n    epochz: 3\n".format(ROOT / "configs" / "jetson_tx2.yaml"))
+    assert main(["validate", str(config)]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(" ", 3)[3].split(":")[0] for line in lines] == [
+        "stages.train.epochz", "stages.engine.precision", "stages.convert.opset"], lines
+    assert "{}:4 stages.engine.precision: int8 is not supported on jetson_tx2".format(config) in lines[1]
+    assert "{}:6 stages.convert.opset: 15 is above what TensorRT".format(config) in lines[2]
+    assert main(["validate", str(config), "--format", "json"]) == 1
+    shape = json.loads(capsys.readouterr().out)["error"]
+    assert shape["exit_code"] == 1 and len(shape["problems"]) == 3 and shape["message"] == shape["problems"][0]
+    config.write_text(config.read_text().replace("epochz", "epochs"))  # the target's problems alone: both, at once
+    assert main(["validate", str(config)]) == 1
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2

@@ -192,9 +192,15 @@ def test_set_input_shape_with_a_batch_of_1_passes_the_numeric_check(tmp_path, ca
     """Before: "Cannot feed value of shape (4, 8, 8, 3) for Tensor input:0, which has shape (1, 8, 8, 3)" (exit 3)."""
     from tests.rewrite.test_tf_passes import conv, freeze
 
+    from pipeline.cli import main
+
     frozen = freeze(lambda t, x: t.nn.relu(conv(t, x)), tmp_path / "image.pb")
-    code, seen = _rewrite(capsys, frozen, "--pass", "set_input_shape", "--input-shape", "input=1,8,8,3",
-                          "--pass", "remove_identity", "-o", tmp_path / "fixed.pb")
+    code = main(["rewrite", str(frozen), "--target", "jetson_tx2", "--pass", "set_input_shape", "--input-shape",
+                 "input=1,8,8,3", "--pass", "remove_identity", "-o", str(tmp_path / "fixed.pb"), "--format", "json"])
+    seen = capsys.readouterr()
     assert code in (0, 2), seen.err
     receipt = json.loads((tmp_path / "fixed.rewrite.json").read_text())
     assert receipt["passes"][0]["sites"] == ["input"] and receipt["passes"][0]["comparison"]["passed"]
+    printed = json.loads(seen.out)  # --format json: one object on stdout; the progress on stderr (issue 26, item 2)
+    assert printed["passes"] == receipt["passes"] and printed["receipt"] == str(tmp_path / "fixed.rewrite.json")
+    assert "numeric checks: random pixels, seed 0" in seen.err and "set_input_shape" in seen.err
