@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from pipeline.device.agent.trt_precision import STRONGLY_TYPED_FROM
 from pipeline.device.client import fingerprint
 from pipeline.errors import DeployError
 
@@ -119,6 +120,45 @@ def _noop(message):
     pass
 
 
+def typed_for(onnx_path, precision, tensorrt, folder, log=_noop):
+    """The ONNX model the device builds from and the request's ``typed`` key. TensorRT >= 11 has no fp16 builder
+    flag (networks are strongly typed: the agent's ``trt_precision``), so fp16 there is the model typed fp16 here
+    with onnxconverter-common's float16 conversion, inputs and outputs kept float32 (the benchmark, infer and the
+    consistency check feed and read float32 as on TensorRT 10): written into ``folder``, ``typed`` "fp16". Any
+    other precision or TensorRT is the model as it is, ``typed`` None. Both builders (Python, trtexec) take it."""
+    if precision != "fp16" or trt_major_minor(tensorrt) < STRONGLY_TYPED_FROM:
+        return Path(onnx_path), None
+    try:
+        from onnxconverter_common import float16
+    except ImportError:
+        raise DeployError("stages.engine.precision fp16 on TensorRT {} needs the ONNX model typed fp16 on this "
+                          "machine (TensorRT 11 has no fp16 builder flag): pip install onnxconverter-common (or "
+                          "pip install 'deploy[trt11]'), or set stages.engine.precision: fp32".format(tensorrt)) from None
+    import onnx
+
+    log("engine: typing {} fp16 for TensorRT {} (onnxconverter-common; inputs and outputs stay float32)".format(
+        Path(onnx_path).name, tensorrt))
+    try:
+        model = float16.convert_float_to_float16(onnx.load(str(onnx_path)), keep_io_types=True)
+    except Exception as e:  # a third-party converter's failure on this model: one line naming it, not a traceback
+        raise DeployError("onnxconverter-common could not type {} fp16 for TensorRT {} ({}: {}); set "
+                          "stages.engine.precision: fp32, or build on TensorRT 10.x".format(
+                              onnx_path, tensorrt, type(e).__name__, " ".join(str(e).split())[:300])) from None
+    typed = Path(folder) / (Path(onnx_path).stem + ".fp16.onnx")
+    onnx.save(model, str(typed))
+    return typed, "fp16"
+
+
+def trt_major_minor(version):
+    """(major, minor) of a TensorRT version string ("11.1.0.7" -> (11, 1)); (0, 0) where unknown (no Python
+    bindings on the device: the agent then treats it as 8.x)."""
+    parts = str(version or "").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return 0, 0
+
+
 def build(device, onnx_path, opts, profile, *, target, engine_path, log_path, calibration=None, log=_noop):
     """Build a TensorRT engine from ``onnx_path`` on ``device`` (options ``opts``: EngineOptions; ``profile``:
     ``profile_for``'s), fetch it to ``engine_path`` and the build log to ``log_path``. int8 needs
@@ -128,7 +168,9 @@ def build(device, onnx_path, opts, profile, *, target, engine_path, log_path, ca
     if opts.dla_core is not None and not target.dla_cores:
         raise DeployError("stages.engine.dla_core: {} has no DLA cores; remove dla_core".format(target.name))
     transport = device.transport
-    remote_onnx = transport.send(onnx_path)
+    with tempfile.TemporaryDirectory(prefix="deploy-typed-") as folder:
+        sent, typed = typed_for(onnx_path, opts.precision, probe.get("tensorrt"), folder, log)
+        remote_onnx = transport.send(sent)
     board = (probe.get("board") or target.name) + "-trt" + str(probe.get("tensorrt"))
     tag = _tag(remote_onnx, opts.model_dump(mode="json"), board, sort_keys=True)
     request = {
@@ -139,6 +181,8 @@ def build(device, onnx_path, opts, profile, *, target, engine_path, log_path, ca
         "log": "{}/out/{}.log".format(transport.work, tag),
         "timing_cache": "{}/cache/timing-{}.cache".format(transport.work, board),
     }
+    if typed is not None:
+        request["typed"] = typed
     transport.exec("mkdir -p {} {}".format(shlex.quote(transport.work + "/out"), shlex.quote(transport.work + "/cache")),
                    what="preparing the work folder")
     if opts.precision == "int8":
