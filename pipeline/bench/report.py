@@ -2,12 +2,17 @@
 
 What the numbers mean:
 
-- latency (``p50_ms`` ... ``max_ms``, ``percentiles_ms``): wall time of one inference, copies and the
-  sync included (the runner's ``total_ms``; trtexec's "Latency");
-- ``gpu_compute_ms`` (TensorRT only): the GPU compute part of each call from CUDA events, p50 and mean;
-  ``phases_mean_ms``: the mean host-to-device copy, compute and device-to-host copy;
+- latency (``p50_ms`` ... ``max_ms``, ``percentiles_ms``): wall time per call (copies, execute, sync), from
+  the host's clock (the runner's ``total_ms``). Not trtexec's "Latency", which is an event sum (H2D + GPU
+  compute + D2H from CUDA events, no host time): where the two are compared, the wall time is the larger;
+- ``gpu_compute_ms`` (TensorRT only): the GPU compute part of each call from CUDA events, p50 and mean
+  (trtexec's "GPU Compute Time"); ``phases_mean_ms``: the mean host-to-device copy, compute and
+  device-to-host copy;
 - ``throughput_ips``: batch x calls / wall seconds of a back-to-back loop run after the per-call timing
-  (``loop``: its calls and seconds; trtexec's "Throughput");
+  (``loop``: its ``calls`` and ``seconds``, and ``copies_overlap``: whether the loop's copies overlapped
+  compute: false on the agent's TensorRT runner (one stream, copies in order), null where there are no copies
+  (ONNX Runtime), absent from an agent that did not say. trtexec's "Throughput" overlaps copies by default, so
+  it matches this figure only where ``copies_overlap`` is true or the copies are cheap);
 - ``power.energy_per_image_mj``: mean board power over that loop x its wall time / the images it ran;
   the window (``window_s``, ``samples``) covers the loop only, after warm-up, and lasts at least
   ``min_samples`` tegrastats samples.
@@ -29,6 +34,8 @@ def result(entry):
     stats = summarize([t / 1000.0 for t in times["total_ms"]], bs, loop_s=loop["seconds"], loop_calls=loop["calls"])
     out = dict(stats, batch_size=bs, feed_sha256=entry["feed_sha256"],
                loop={"calls": loop["calls"], "seconds": loop["seconds"]})
+    if "copies_overlap" in loop:  # what the throughput figure is: copies beside compute (true) or in order (false)
+        out["loop"]["copies_overlap"] = loop["copies_overlap"]
     compute = times.get("compute_ms")
     if compute:
         gpu = summarize([t / 1000.0 for t in compute], bs)

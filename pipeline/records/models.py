@@ -94,6 +94,12 @@ class Power(Record):
     window_s: Optional[Seconds0] = None
 
 
+class BenchmarkLoop(Record):  # the back-to-back loop behind throughput_ips
+    calls: Optional[Count] = None
+    seconds: Optional[Seconds0] = None
+    copies_overlap: Optional[Bool] = None  # false: copies in order with compute (one stream); null: no copies
+
+
 class BenchmarkRow(Record):
     batch_size: BatchSize
     mean_ms: Optional[Ms] = None
@@ -110,6 +116,7 @@ class BenchmarkRow(Record):
     phases_mean_ms: Optional[Dict[str, Ms0]] = None
     gpu_compute_ms: Optional[GpuCompute] = None
     power: Optional[Power] = None
+    loop: Optional[BenchmarkLoop] = None
     feed_sha256: Optional[Str] = None
 
 
@@ -294,5 +301,8 @@ class Engine(File):
     dla: Optional[Obj] = None
 
 
-MODELS = {m.NAME: m for m in (RunRecord, Manifest, Benchmark, Check, Rewrite, Conversion, Comparison, History, Engine)}
+from pipeline.records.estimate import Estimate  # noqa: E402 (deploy estimate's JSON, its own module)
+
+MODELS = {m.NAME: m for m in (RunRecord, Manifest, Benchmark, Check, Rewrite, Conversion, Comparison, History, Engine,
+                              Estimate)}
 
