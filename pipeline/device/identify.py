@@ -122,8 +122,9 @@ def _kind_line(f):
 
 
 def _binding_line(b):
-    """The CUDA binding the agent's TensorRT code uses: pycuda / cuda-python and its version."""
+    """The CUDA binding the agent's TensorRT code uses and its version: libcudart through ctypes (the default,
+    what JetPack ships), else the optional pycuda or cuda-python."""
     if not b.get("binding"):
-        return "no CUDA binding (pycuda or cuda-python)" + (": see note" if b.get("problem") else "")
+        return "no CUDA runtime (libcudart; pycuda / cuda-python optional)" + (": see note" if b.get("problem") else "")
     return "{} {}{}".format(b["binding"], b.get("version") or "(version unknown)",
                             " ({})".format(b["module"]) if b.get("module") else "")

@@ -305,3 +305,20 @@ def test_nvidia_smi_query_and_the_kind_of_machine():
     assert machine_kind(None, None, "Orin (nvgpu)") == "jetson"  # a JetPack 6 container without nv_tegra_release
     assert machine_kind(None, None, "NVIDIA GeForce RTX 4090") == "desktop-gpu"
     assert machine_kind(None, None, None) == "cpu"
+
+
+def _probe_lines(binding):
+    from pipeline.device.identify import format_probe
+
+    report = {"device": "local", "matches": None, "differences": [], "config_target": None,
+              "probe": {"kind": "cpu", "python": "3.6.9", "executable": "/usr/bin/python3", "cuda_binding": binding}}
+    return [line for line in format_probe(report).splitlines() if line.startswith("binding")]
+
+
+def test_the_probe_names_libcudart_as_what_a_board_needs():
+    """The board needs the CUDA runtime JetPack ships (libcudart, through ctypes); pycuda and cuda-python are
+    optional, so a probe that finds none of them names libcudart, never a pip package as required."""
+    assert _probe_lines({"binding": None, "problem": "no libcudart"}) == [
+        "binding    no CUDA runtime (libcudart; pycuda / cuda-python optional): see note"]
+    assert _probe_lines(None) == ["binding    no CUDA runtime (libcudart; pycuda / cuda-python optional)"]
+    assert _probe_lines({"binding": "libcudart", "version": "10.2", "module": None}) == ["binding    libcudart 10.2"]
