@@ -54,7 +54,8 @@ def target_answer(run):
         return dict(out, why=why)
     answer = "YES" if check.get("deployable") else "NO"
     if convert.get("status") in ("ran", "cached") and route == "onnx":
-        basis = "converted"
+        basis = "converted"  # the check's "(tf2onnx prediction)" was before the convert stage converted it
+        out["detail"] = (detail or "").replace(" (tf2onnx prediction)", "") or None
     else:
         basis = ans_basis(check, route)
     why = ""

@@ -251,3 +251,11 @@ def test_tonight_kept_in_the_history_before_the_report_is_not_drawn_twice(tmp_pa
     shutil.copytree(run, history / "night-2")
     page = write_report(run, history=[history]).read_text()
     assert "Trends over 2 runs" in page
+
+
+def test_a_route_the_check_predicted_reads_converted_once_the_convert_stage_made_it(tmp_path):
+    run = local_run(tmp_path / "jetson_tx2")
+    edit_json(run / "check" / "check.json", lambda d: d["recommended"].update(
+        detail="opset 13, TensorRT 8.2.1 ONNX parser (tf2onnx prediction)"))
+    words = answers_of(write_report(run).read_text())
+    assert "route onnx (opset 13, TensorRT 8.2.1 ONNX parser) · basis: converted" in words and "prediction" not in words
