@@ -182,8 +182,13 @@ def add_atol(parser, default, what, rtol=None):
     if rtol is not None:
         parser.add_argument("--rtol", type=tolerance, default=rtol, metavar="REL",
                             help="relative tolerance of the same rule (default {:g})".format(rtol))
-    parser.add_argument("--tolerance", dest="atol", type=tolerance, action=_Deprecated, use="--atol",
-                        help="deprecated: the same as --atol")
+    deprecated_alias(parser, "--tolerance", "atol", "--atol", type=tolerance, metavar="ABS")
+
+
+def deprecated_alias(parser, flag, dest, use, **kwargs):
+    """``flag``: an older spelling of ``use`` (same ``dest``), still accepted, with a warning on stderr.
+    E.g. deploy compare's relative latency change: ``--latency-tolerance``, ``--tolerance`` deprecated."""
+    parser.add_argument(flag, dest=dest, action=_Deprecated, use=use, help="deprecated: the same as " + use, **kwargs)
 
 
 def json_error(error):
