@@ -19,6 +19,7 @@ from typing import Dict, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from pipeline.targets.estimate_facts import EstimateFacts
 from pipeline.targets.files import display as _display, load_cached, read_yaml, targets_dir, validation_message
 from pipeline.errors import DeployError
 
@@ -90,6 +91,7 @@ class Target(BaseModel):
     unconfirmed: Tuple[str, ...] = ()  # fields whose values the research did not confirm ("op_tables.onnx" for nested)
     notes: Tuple[str, ...] = ()
     sources: Dict[str, Tuple[str, ...]] = Field(default_factory=dict)  # field or topic -> sources
+    estimate: Optional[EstimateFacts] = None  # GPU peaks and bandwidth for deploy estimate (estimate_facts.py)
 
     _path: Optional[Path] = PrivateAttr(default=None)
 

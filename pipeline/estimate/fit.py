@@ -1,0 +1,124 @@
+"""Fit the roofline's free parameters to measured latencies, and judge the fit leave-one-model-out.
+
+    params = fit(points, facts_of)               # points: [Point(model, board, precision, batch, ms, layers)]
+    table = leave_one_out(points, facts_of)      # [{"model", "board", "measured_ms", "estimate_ms", "error"}]
+
+A grid search over the efficiencies and the launch cost minimises the sum of squared log errors
+(a 2x miss counts the same either way). ``spread`` (the range's log half-width) is the 80th
+percentile of the absolute log errors leave-one-model-out, held between ln 1.15 and ln 2.5 / 2 so the
+range is never wider than 2.5x. With one point there is nothing to leave out: ``spread`` is ln 2.5 / 2.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+from pipeline.estimate.roofline import BYTES, TENSOR_KINDS, Params, peaks
+
+GRID = {
+    "eff_conv": [0.04 * 1.2 ** i for i in range(19)],  # 0.04 .. 1.06
+    "eff_other": [0.01 * 1.3 ** i for i in range(16)],  # 0.01 .. 0.51
+    "eff_mem": [0.15, 0.25, 0.35, 0.5, 0.65, 0.8, 1.0],
+    "launch_us": [0, 2, 4, 7, 10, 15, 20, 30, 45, 60, 90],
+}
+MIN_SPREAD, MAX_SPREAD = math.log(1.15), math.log(2.5) / 2
+
+
+@dataclass
+class Point:
+    model: str
+    board: str
+    precision: str
+    batch: int
+    ms: float  # the measured latency per batch
+    layers: list = field(default_factory=list)  # pipeline.estimate.layers.Layer
+    source: str = ""
+
+
+def _arrays(point, facts):
+    """Per-layer (conv FLOP-seconds at eff 1, other FLOP-seconds, memory seconds at eff 1) as numpy arrays."""
+    import numpy as np
+
+    conv_peak, other_peak, bandwidth = peaks(facts, point.precision)
+    size = BYTES[point.precision]
+    known = [layer for layer in point.layers if layer.known]
+    conv = np.array([layer.flops * point.batch / conv_peak if layer.kind in TENSOR_KINDS else 0.0 for layer in known])
+    other = np.array([0.0 if layer.kind in TENSOR_KINDS else layer.flops * point.batch / other_peak for layer in known])
+    memory = np.array([(layer.weights + (layer.reads + layer.writes) * point.batch) * size / bandwidth
+                       for layer in known])
+    return conv, other, memory, len(known)
+
+
+def _grid_errors(points, facts_of):
+    """Squared log errors summed over ``points`` for every grid cell: an array [conv, other, mem, launch]."""
+    import numpy as np
+
+    ec = np.array(GRID["eff_conv"])[:, None, None, None]
+    eo = np.array(GRID["eff_other"])[None, :, None, None]
+    em = np.array(GRID["eff_mem"])[None, None, :, None]
+    launch = np.array(GRID["launch_us"]) * 1e-6
+    total = np.zeros((len(GRID["eff_conv"]), len(GRID["eff_other"]), len(GRID["eff_mem"]), len(launch)))
+    for point in points:
+        conv, other, memory, count = _arrays(point, facts_of(point.board))
+        work = np.zeros(total.shape[:3] + (1,))
+        for c, o, m in zip(conv, other, memory):
+            work += np.maximum(c / ec + o / eo, m / em)
+        seconds = work + launch[None, None, None, :] * count
+        total += (np.log(seconds * 1e3) - math.log(point.ms)) ** 2
+    return total
+
+
+def fit(points, facts_of, spread=MAX_SPREAD):
+    """The grid's best Params for ``points`` (``facts_of(board)``: the board's EstimateFacts)."""
+    import numpy as np
+
+    if not points:
+        raise ValueError("fit needs at least one measured point")
+    errors = _grid_errors(points, facts_of)
+    i, j, k, m = np.unravel_index(int(np.argmin(errors)), errors.shape)
+    return Params(eff_conv=GRID["eff_conv"][i], eff_other=GRID["eff_other"][j], eff_mem=GRID["eff_mem"][k],
+                  launch_us=float(GRID["launch_us"][m]), spread=spread)
+
+
+def predict_ms(point, facts, params):
+    from pipeline.estimate.roofline import estimate_latency
+
+    return estimate_latency(point.layers, facts, params, point.precision, point.batch)["latency_ms"]
+
+
+def leave_one_out(points, facts_of):
+    """One row per point: fitted on the other models (of every board), the error on this one."""
+    rows = []
+    for point in points:
+        rest = [p for p in points if p.model != point.model or p.board != point.board]
+        rest = [p for p in rest if p.model != point.model]  # the model is out of the fit on every board
+        if not rest:
+            continue
+        params = fit(rest, facts_of)
+        estimate = predict_ms(point, facts_of(point.board), params)
+        rows.append({"model": point.model, "board": point.board, "precision": point.precision, "batch": point.batch,
+                     "measured_ms": point.ms, "estimate_ms": round(estimate, 3),
+                     "error": round(estimate / point.ms - 1, 4), "source": point.source})
+    return rows
+
+
+def spread_from(rows):
+    """The range's log half-width from leave-one-out rows (see the module doc)."""
+    if not rows:
+        return MAX_SPREAD
+    logs = sorted(abs(math.log(1 + r["error"])) for r in rows)
+    q = logs[min(len(logs) - 1, int(math.ceil(0.8 * len(logs))) - 1)]
+    return min(MAX_SPREAD, max(MIN_SPREAD, q))
+
+
+def goal_statistics(rows, spread):
+    """The issue's goal statistics of rows with measured and estimated ms, at a range of +-spread."""
+    if not rows:
+        return {}
+    errors = sorted(abs(r["error"]) for r in rows)
+    mid = len(errors) // 2
+    median = errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
+    factor = math.exp(spread)
+    inside = sum(1 for r in rows if r["estimate_ms"] / factor <= r["measured_ms"] <= r["estimate_ms"] * factor)
+    return {"points": len(rows), "median_abs_error": round(median, 4),
+            "within_50pct": round(sum(1 for e in errors if e <= 0.5) / len(errors), 4),
+            "inside_range": round(inside / len(rows), 4), "range_ratio": round(factor * factor, 3)}

@@ -1,0 +1,417 @@
+"""Every tensor's shape, followed from the graph's inputs, for the engine model (pipeline.estimate.layers).
+
+    shapes = tensor_shapes(graph, overrides={"input:0": [1, 224, 224, 3]})
+    shapes.get(graph, "conv1/Conv2D")     # [1, 112, 112, 64]; None where it cannot be followed
+
+TensorFlow graphs are NHWC unless a node says ``data_format: NCHW``; ONNX graphs are NCHW. A graph
+input's unknown first dimension is the batch and reads as 1 (the estimate scales by ``--batch``);
+any other unknown dimension of an input is a DeployError naming the input and ``--input-shape``.
+Small integer tensors (a Reshape's target shape, through Shape / StridedSlice / Pack / Concat /
+Gather of constants) are evaluated, so Keras' Flatten, frozen, keeps its shape.
+"""
+
+from pipeline.errors import DeployError
+
+SKIP = frozenset(["NoOp", "Assert", "SaveV2", "RestoreV2"])
+
+
+def tensor_key(graph, tensor):
+    """One name per tensor: TF "node" for port 0, "node:k" else; ONNX value names as they are."""
+    if graph.kind != "tensorflow":
+        return tensor
+    tensor = tensor.lstrip("^")
+    return tensor[:-2] if tensor.endswith(":0") else tensor
+
+
+def input_dims(graph, overrides=None):
+    """{input tensor key: dims (ints, batch 1)} of the graph's inputs; DeployError for an unknown dim."""
+    overrides = {tensor_key(graph, k): v for k, v in (overrides or {}).items()}
+    known = {tensor_key(graph, name): name for name in graph.inputs}
+    stray = [k for k in overrides if k not in known and k + ":0" not in known and k.partition(":")[0] not in known]
+    if stray:
+        raise DeployError("--input-shape {}: the graph has no such input (inputs: {})".format(
+            stray[0], ", ".join(graph.inputs) or "none"))
+    dims = {}
+    for key, name in known.items():
+        given = overrides.get(key, overrides.get(key.partition(":")[0]))
+        if given is not None:
+            dims[key] = list(given)
+            continue
+        shape = (graph.input_shapes or {}).get(name)
+        if shape is None:
+            raise DeployError("input {!r} has no shape in the model (unknown rank); give it a fixed shape: "
+                              "deploy estimate MODEL --input-shape {}=1,224,224,3".format(name, key))
+        fixed = []
+        for i, d in enumerate(shape):
+            if isinstance(d, int) and d > 0:
+                fixed.append(d)
+            elif i == 0:
+                fixed.append(1)  # the batch: the estimate scales by --batch
+            else:
+                raise DeployError("input {!r} has an unknown dimension {} (shape {}); the estimate needs a fixed "
+                                  "shape: deploy estimate MODEL --input-shape {}={}".format(
+                                      name, i, _show(shape), key, ",".join(str(x if isinstance(x, int) and x > 0
+                                                                               else (1 if j == 0 else 224))
+                                                                           for j, x in enumerate(shape))))
+        dims[key] = fixed
+    return dims
+
+
+def node_attr(node, key, default=None):
+    return node.attrs.get(key, default)
+
+
+def _show(shape):
+    return "[" + ", ".join("?" if not (isinstance(d, int) and d > 0) else str(d) for d in shape) + "]"
+
+
+class Shapes:
+    """Shapes of tensors (keys: ``tensor_key``) and small integer values (``ints``)."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.dims = {}
+        self.ints = {}
+
+    def of(self, tensor):
+        return self.dims.get(tensor_key(self.graph, tensor)) if tensor else None
+
+    def value(self, tensor):
+        return self.ints.get(tensor_key(self.graph, tensor)) if tensor else None
+
+
+def tensor_shapes(graph, order, overrides=None):
+    """Shapes of every tensor ``order`` (the graph's nodes, producers first) lets it follow."""
+    shapes = Shapes(graph)
+    shapes.dims.update(input_dims(graph, overrides))
+    if graph.kind == "onnx":
+        for name, tv in (graph.initializers or {}).items():
+            shapes.dims[name] = list(tv.shape)
+            if tv.dtype in ("int32", "int64") and _small(tv.shape):
+                shapes.ints[name] = _ints_of(tv)
+    infer = _infer_onnx if graph.kind == "onnx" else _infer_tf
+    for node in order:
+        if node.op in SKIP:
+            continue
+        try:
+            infer(shapes, node)
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError):
+            pass  # left unknown: the layer says so
+    return shapes
+
+
+def _small(shape):
+    count = 1
+    for d in shape or []:
+        count *= d
+    return count <= 64
+
+
+def _ints_of(tv):
+    try:
+        values = tv.ints()
+    except (TypeError, ValueError):
+        return None
+    if values is None:
+        return None
+    count = 1
+    for d in tv.shape or []:
+        count *= d
+    if len(values) < count:  # TensorFlow repeats the last value to fill the tensor
+        values = list(values) + [values[-1] if values else 0] * (count - len(values))
+    return [int(v) for v in values]
+
+
+def broadcast(a, b):
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    a, b = [1] * (n - len(a)) + list(a), [1] * (n - len(b)) + list(b)
+    return [x if y == 1 else y for x, y in zip(a, b)]
+
+
+def window(size, k, s, d, pad_total=None, same=True):
+    """Output length of a conv/pool window: SAME (ceil) or VALID, or explicit total padding."""
+    eff = (k - 1) * d + 1
+    if pad_total is not None:
+        return (size + pad_total - eff) // s + 1
+    return -(-size // s) if same else (size - eff) // s + 1
+
+
+# ---------------------------------------------------------------------------------------------- TensorFlow
+
+_TF_SAME = frozenset([
+    "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "Softplus", "Swish", "Identity",
+    "BiasAdd", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "Rsqrt", "Sqrt", "Square", "Abs", "Neg",
+    "Exp", "Log", "Cast", "Floor", "StopGradient", "ClipByValue", "Softsign", "Reciprocal", "Erf", "Gelu",
+    "HardSwish", "Round", "Ceil", "Sign", "LRN", "Snapshot", "PreventGradient", "CheckNumerics", "LogSoftmax",
+])
+_TF_BINARY = frozenset(["Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum", "Pow",
+                        "SquaredDifference", "FloorDiv", "FloorMod", "BiasAddV1", "DivNoNan"])
+
+
+def _infer_tf(shapes, node):
+    op, ins, dims = node.op, node.inputs, shapes.dims
+    key = node.name
+    first = shapes.of(ins[0]) if ins else None
+    if op == "Const":
+        value = node_attr(node, "value")
+        if value is not None and value.shape is not None:
+            dims[key] = list(value.shape)
+            if value.dtype in ("int32", "int64") and _small(value.shape):
+                shapes.ints[key] = _ints_of(value)
+        return
+    if op in ("Placeholder", "PlaceholderWithDefault") and key not in dims:
+        shape = node_attr(node, "shape")
+        if shape and all(isinstance(d, int) and d > 0 for d in shape[1:]):
+            dims[key] = [1] + list(shape[1:])
+        return
+    if op in _TF_SAME:
+        dims[key] = first
+        if op in ("Identity", "Snapshot", "Cast", "StopGradient") and ins:
+            shapes.ints[key] = shapes.value(ins[0])
+    elif op in _TF_BINARY:
+        dims[key] = broadcast(first, shapes.of(ins[1]))
+    elif op == "AddN":
+        dims[key] = first
+    elif op in ("Conv2D", "DepthwiseConv2dNative", "_FusedConv2D", "MaxPool", "AvgPool"):
+        dims[key] = _tf_window(shapes, node, first)
+    elif op in ("MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
+        b = shapes.of(ins[1])
+        ta = node_attr(node, "transpose_a") or node_attr(node, "adj_x")
+        tb = node_attr(node, "transpose_b") or node_attr(node, "adj_y")
+        m = first[-1] if ta else first[-2]
+        n = b[-2] if tb else b[-1]
+        dims[key] = list(first[:-2]) + [m, n]
+    elif op in ("Mean", "Sum", "Max", "Min", "Prod"):
+        axes = shapes.value(ins[1])
+        axes = [a % len(first) for a in axes]
+        if node_attr(node, "keep_dims"):
+            dims[key] = [1 if i in axes else d for i, d in enumerate(first)]
+        else:
+            dims[key] = [d for i, d in enumerate(first) if i not in axes]
+    elif op == "ConcatV2":
+        axis = shapes.value(ins[-1])[0]
+        parts = [shapes.of(t) for t in ins[:-1]]
+        axis %= len(parts[0])
+        out = list(parts[0])
+        out[axis] = sum(p[axis] for p in parts)
+        dims[key] = out
+    elif op in ("Reshape",):
+        dims[key] = _reshape(first, shapes.value(ins[1]))
+    elif op == "Squeeze":
+        axes = node_attr(node, "squeeze_dims") or []
+        axes = [a % len(first) for a in axes]
+        dims[key] = [d for i, d in enumerate(first) if (i not in axes if axes else d != 1)]
+    elif op == "ExpandDims":
+        axis = shapes.value(ins[1])[0]
+        out = list(first)
+        out.insert(axis % (len(first) + 1), 1)
+        dims[key] = out
+    elif op in ("Pad", "MirrorPad", "PadV2"):
+        pads = shapes.value(ins[1])
+        dims[key] = [d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(first)]
+    elif op == "Transpose":
+        perm = shapes.value(ins[1])
+        dims[key] = [first[p] for p in perm]
+    elif op in ("ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic"):
+        size = shapes.value(ins[1])
+        dims[key] = [first[0], size[0], size[1], first[3]]
+    elif op == "Shape":
+        dims[key] = [len(first)]
+        shapes.ints[key] = list(first)
+    elif op == "StridedSlice":
+        shapes.ints[key] = _strided(shapes, node)
+        dims[key] = [] if node_attr(node, "shrink_axis_mask") else [len(shapes.ints[key] or [])]
+    elif op == "Pack":
+        values = [shapes.value(t) for t in ins]
+        if all(v is not None and len(v) == 1 for v in values):
+            shapes.ints[key] = [v[0] for v in values]
+        dims[key] = [len(ins)]
+
+
+def _tf_window(shapes, node, first):
+    nchw = node_attr(node, "data_format") in ("NCHW", b"NCHW")
+    h_axis, c_axis = (2, 1) if nchw else (1, 3)
+    strides = node_attr(node, "strides") or [1, 1, 1, 1]
+    dilations = node_attr(node, "dilations") or [1, 1, 1, 1]
+    padding = node_attr(node, "padding") or "SAME"
+    padding = padding.decode() if isinstance(padding, bytes) else padding
+    if node.op in ("MaxPool", "AvgPool"):
+        ksize = node_attr(node, "ksize") or [1, 1, 1, 1]
+        k, channels = (ksize[h_axis], ksize[h_axis + 1]), first[c_axis]
+    else:
+        kernel = shapes.of(node.inputs[1])
+        k = (kernel[0], kernel[1])
+        channels = kernel[3] if node.op != "DepthwiseConv2dNative" else first[c_axis] * kernel[3]
+    explicit = node_attr(node, "explicit_paddings") if padding == "EXPLICIT" else None
+    out = list(first)
+    for j in range(2):
+        axis = h_axis + j
+        total = explicit[2 * axis] + explicit[2 * axis + 1] if explicit else None
+        out[axis] = window(first[axis], k[j], strides[axis], dilations[axis], total, padding == "SAME")
+    out[c_axis] = channels
+    return out
+
+
+def _reshape(first, target):
+    if target is None:
+        return None
+    out = list(target)
+    if -1 in out and first is not None:
+        total = 1
+        for d in first:
+            total *= d
+        rest = 1
+        for d in out:
+            if d != -1:
+                rest *= d
+        out[out.index(-1)] = total // rest if rest else 0
+    return out
+
+
+def _strided(shapes, node):
+    values = shapes.value(node.inputs[0])
+    begin, end, step = (shapes.value(t) for t in node.inputs[1:4])
+    if values is None or begin is None or end is None or len(begin) != 1:
+        return None
+    s = step[0] if step else 1
+    b = None if node_attr(node, "begin_mask") else begin[0]
+    e = None if node_attr(node, "end_mask") else end[0]
+    if node_attr(node, "shrink_axis_mask"):
+        return [values[begin[0]]]
+    return values[b:e:s]
+
+
+# -------------------------------------------------------------------------------------------------- ONNX
+
+_ONNX_SAME = frozenset([
+    "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Softplus",
+    "Softsign", "Softmax", "LogSoftmax", "BatchNormalization", "Identity", "Cast", "Sqrt", "Reciprocal", "Neg",
+    "Abs", "Exp", "Log", "Erf", "Floor", "Ceil", "Round", "Dropout", "LRN", "InstanceNormalization", "PRelu",
+    "Gelu", "Mish", "QuantizeLinear", "DequantizeLinear",
+])
+_ONNX_BINARY = frozenset(["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Sum"])
+
+
+def _infer_onnx(shapes, node):
+    op, ins, dims = node.op, node.inputs, shapes.dims
+    out = node.outputs[0] if node.outputs else None
+    if out is None:
+        return
+    first = shapes.of(ins[0]) if ins else None
+    attrs = node.attrs
+    if op == "Constant":
+        value = attrs.get("value")
+        if value is not None:
+            dims[out] = list(value.shape)
+            if value.dtype in ("int32", "int64") and _small(value.shape):
+                shapes.ints[out] = _ints_of(value)
+        return
+    if op in _ONNX_SAME:
+        dims[out] = first
+        if op in ("Identity", "Cast"):
+            shapes.ints[out] = shapes.value(ins[0])
+    elif op in _ONNX_BINARY:
+        shape = first
+        for t in ins[1:]:
+            shape = broadcast(shape, shapes.of(t))
+        dims[out] = shape
+    elif op in ("Conv", "MaxPool", "AveragePool"):
+        dims[out] = _onnx_window(shapes, node, first, attrs)
+    elif op in ("GlobalAveragePool", "GlobalMaxPool"):
+        dims[out] = list(first[:2]) + [1] * (len(first) - 2)
+    elif op == "Gemm":
+        b = shapes.of(ins[1])
+        m = first[1] if attrs.get("transA") else first[0]
+        n = b[0] if attrs.get("transB") else b[1]
+        dims[out] = [m, n]
+    elif op == "MatMul":
+        b = shapes.of(ins[1])
+        dims[out] = list(first[:-1]) + [b[-1]] if len(b) > 1 else list(first[:-1])
+    elif op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"):
+        axes = attrs.get("axes") or (shapes.value(ins[1]) if len(ins) > 1 else None) or list(range(len(first)))
+        axes = [a % len(first) for a in axes]
+        keep = attrs.get("keepdims", 1)
+        dims[out] = [1 if i in axes else d for i, d in enumerate(first)] if keep else \
+            [d for i, d in enumerate(first) if i not in axes]
+    elif op == "Concat":
+        parts = [shapes.of(t) for t in ins]
+        axis = attrs.get("axis", 0) % len(parts[0])
+        if all(shapes.value(t) is not None for t in ins):
+            shapes.ints[out] = [v for t in ins for v in shapes.value(t)]
+        shape = list(parts[0])
+        shape[axis] = sum(p[axis] for p in parts)
+        dims[out] = shape
+    elif op == "Flatten":
+        axis = attrs.get("axis", 1) % len(first)
+        lead = 1
+        for d in first[:axis]:
+            lead *= d
+        rest = 1
+        for d in first[axis:]:
+            rest *= d
+        dims[out] = [lead, rest]
+    elif op == "Reshape":
+        target = shapes.value(ins[1])
+        if target is not None and not attrs.get("allowzero"):
+            target = [first[i] if d == 0 else d for i, d in enumerate(target)]
+        dims[out] = _reshape(first, target)
+    elif op == "Transpose":
+        perm = attrs.get("perm") or list(reversed(range(len(first))))
+        dims[out] = [first[p] for p in perm]
+    elif op in ("Squeeze", "Unsqueeze"):
+        axes = attrs.get("axes") or (shapes.value(ins[1]) if len(ins) > 1 else None)
+        if op == "Squeeze":
+            axes = [a % len(first) for a in axes] if axes else [i for i, d in enumerate(first) if d == 1]
+            dims[out] = [d for i, d in enumerate(first) if i not in axes]
+        else:
+            shape = list(first)
+            for a in sorted(a % (len(first) + len(axes)) for a in axes):
+                shape.insert(a, 1)
+            dims[out] = shape
+            if shapes.value(ins[0]) is not None and first == []:
+                shapes.ints[out] = shapes.value(ins[0])
+    elif op == "Pad":
+        pads = attrs.get("pads") or shapes.value(ins[1])
+        n = len(first)
+        dims[out] = [d + pads[i] + pads[i + n] for i, d in enumerate(first)]
+    elif op == "Shape":
+        dims[out] = [len(first)]
+        shapes.ints[out] = list(first)
+    elif op == "Gather":
+        values, index = shapes.value(ins[0]), shapes.value(ins[1])
+        if values is not None and index is not None:
+            shapes.ints[out] = [values[i] for i in index]
+            dims[out] = [] if shapes.of(ins[1]) == [] else [len(index)]
+    elif op in ("Resize", "Upsample"):
+        sizes = shapes.value(ins[3]) if len(ins) > 3 else None
+        dims[out] = sizes
+
+
+def _onnx_window(shapes, node, first, attrs):
+    spatial = len(first) - 2
+    if node.op == "Conv":
+        kernel = shapes.of(node.inputs[1])
+        k, channels = kernel[2:], kernel[0]
+    else:
+        k, channels = attrs.get("kernel_shape"), first[1]
+    strides = attrs.get("strides") or [1] * spatial
+    dilations = attrs.get("dilations") or [1] * spatial
+    pads = attrs.get("pads") or [0] * (2 * spatial)
+    auto = attrs.get("auto_pad", "NOTSET")
+    ceil = attrs.get("ceil_mode", 0)
+    out = [first[0], channels]
+    for j in range(spatial):
+        size = first[2 + j]
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            out.append(-(-size // strides[j]))
+            continue
+        if auto == "VALID":
+            pads_j = 0
+        else:
+            pads_j = pads[j] + pads[j + spatial]
+        eff = (k[j] - 1) * dilations[j] + 1
+        span = size + pads_j - eff
+        out.append((-(-span // strides[j]) if ceil else span // strides[j]) + 1)
+    return out

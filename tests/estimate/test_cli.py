@@ -1,0 +1,65 @@
+"""deploy estimate on the command line: JSON checked against its schema, bad input one line."""
+
+import json
+
+import pytest
+
+from pipeline import records
+from pipeline.cli import main
+from tests.estimate.test_calibrate import onnx_conv_model
+
+
+@pytest.fixture(autouse=True)
+def no_user_calibration(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPLOY_ESTIMATE_DIR", str(tmp_path / "none"))
+
+
+def test_json_per_target_and_batch(tmp_path, capsys):
+    model = onnx_conv_model(tmp_path / "m.onnx")
+    assert main(["estimate", str(model), "--target", "jetson_nano", "--target", "agx_xavier", "--batch", "1",
+                 "--batch", "8", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    records.check(report, "estimate", "stdout")
+    assert report["schema"] == "deploy.estimate/1"
+    assert [(e["target"], e["batch"]) for e in report["estimates"]] == [
+        ("jetson_nano", 1), ("jetson_nano", 8), ("agx_xavier", 1), ("agx_xavier", 8)]
+    nano1, nano8 = report["estimates"][:2]
+    assert nano1["low_ms"] < nano1["latency_ms"] < nano1["high_ms"] <= 2.5 * nano1["low_ms"] * 1.0001
+    assert nano8["latency_ms"] > nano1["latency_ms"]
+    assert "conv1" in [x["name"] for x in nano1["top_layers"]] and nano1["power_mode"].startswith("MAXN")
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_text_and_markdown_name_the_layers(tmp_path, capsys, fmt):
+    model = onnx_conv_model(tmp_path / "m.onnx")
+    assert main(["estimate", str(model), "--target", "orin_nano", "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert "conv1" in out and "MAXN" in out and "DLA" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["estimate", "missing.onnx", "--target", "jetson_nano"], "missing.onnx: no such file"),
+    (["estimate", "{model}", "--target", "no_such_board"], "no_such_board"),
+    (["estimate", "{model}", "--target", "host_cpu"], "no estimate facts"),
+    (["estimate", "{model}", "--target", "jetson_tx2", "--precision", "int8"], "no fast int8"),
+    (["estimate", "{model}"], "give --target"),
+    (["estimate", "{model}", "--target", "jetson_nano", "--input-shape", "nope=1,3,8,8"], "no such input"),
+])
+def test_bad_input_is_one_line(tmp_path, capsys, argv, message):
+    model = onnx_conv_model(tmp_path / "m.onnx")
+    code = main([a.format(model=model) for a in argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.count("\n") == 0 and message in err and "Traceback" not in err
+
+
+def test_unknown_spatial_shape_names_the_input(tmp_path, capsys):
+    import onnx
+
+    path = onnx_conv_model(tmp_path / "m.onnx")
+    model = onnx.load(str(path))
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "H"
+    onnx.save(model, str(path))
+    assert main(["estimate", str(path), "--target", "jetson_nano"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "input 'x' has an unknown dimension 2" in err and "--input-shape x=" in err and err.count("\n") == 0
+    assert main(["estimate", str(path), "--target", "jetson_nano", "--input-shape", "x=1,3,64,32"]) == 0

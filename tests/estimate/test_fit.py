@@ -1,0 +1,55 @@
+"""The fit, leave-one-model-out and the goal statistics, on points made from known parameters."""
+
+import math
+
+import pytest
+
+from pipeline.estimate.fit import GRID, MAX_SPREAD, MIN_SPREAD, Point, fit, goal_statistics, leave_one_out, \
+    predict_ms, spread_from
+from pipeline.estimate.layers import Layer
+from pipeline.estimate.roofline import Params
+from tests.estimate.test_roofline import FACTS
+
+TRUE = Params(eff_conv=GRID["eff_conv"][8], eff_other=GRID["eff_other"][5], eff_mem=GRID["eff_mem"][3],
+              launch_us=GRID["launch_us"][4], spread=0.3)
+
+
+def _model(i):
+    return [Layer("c", "conv", flops=2e9 * (i + 1), weights=1e6, reads=1e5, writes=1e5),
+            Layer("d", "depthwise", flops=5e7 * (5 - i), reads=4e6 * (i % 3 + 1), writes=4e6),
+            Layer("m", "matmul", flops=1e6, weights=5e7 * (i % 2)),
+            ] + [Layer("e%d" % j, "pointwise", flops=1e3, reads=1e3, writes=1e3) for j in range(20 * i)]
+
+
+def _points():
+    points = []
+    for i in range(5):
+        p = Point(model="m%d" % i, board="b", precision="fp16", batch=1, ms=1.0, layers=_model(i))
+        p.ms = predict_ms(p, FACTS, TRUE)
+        points.append(p)
+    return points
+
+
+def test_fit_recovers_the_parameters_that_made_the_points():
+    params = fit(_points(), lambda board: FACTS)
+    assert (params.eff_conv, params.eff_other, params.eff_mem, params.launch_us) == \
+        (TRUE.eff_conv, TRUE.eff_other, TRUE.eff_mem, TRUE.launch_us)
+
+
+def test_leave_one_out_never_fits_the_point_it_judges():
+    points = _points()
+    points[0].ms *= 3  # an outlier: fitted on the others, it is missed by about 3x
+    rows = leave_one_out(points, lambda board: FACTS)
+    assert [r["model"] for r in rows] == ["m0", "m1", "m2", "m3", "m4"]
+    assert rows[0]["error"] == pytest.approx(1 / 3 - 1, abs=0.02)
+
+
+def test_spread_and_goal_statistics():
+    rows = [{"error": e, "measured_ms": 1.0, "estimate_ms": 1.0 + e} for e in (0.1, -0.2, 0.3, 0.05, 1.0)]
+    spread = spread_from(rows)
+    assert spread == pytest.approx(math.log(1.3))  # the 80th percentile of |log(1 + error)|
+    stats = goal_statistics(rows, spread)
+    assert stats["median_abs_error"] == 0.2 and stats["within_50pct"] == 0.8 and stats["points"] == 5
+    assert stats["inside_range"] == 0.8 and stats["range_ratio"] == pytest.approx(1.69, abs=1e-3)
+    assert spread_from([]) == MAX_SPREAD and spread_from([{"error": 0.0}]) == MIN_SPREAD
+    assert spread_from([{"error": 9.0}]) == MAX_SPREAD  # never wider than 2.5x
