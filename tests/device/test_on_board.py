@@ -1,4 +1,5 @@
-"""On a Jetson (or any machine with TensorRT and pycuda / cuda-python): `pytest -m jetson`. Skipped
+"""On a Jetson (or any machine with TensorRT and the CUDA runtime, libcudart, which the agent calls through
+ctypes; pycuda / cuda-python are optional): `pytest -m jetson`. Skipped
 elsewhere; this project's CI has no board, so these have not run yet (docs/device.md).
 
 Two kinds: TensorRT in this pytest process (JetPack 6: deploy's Python 3.10 is the board's), and
