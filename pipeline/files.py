@@ -6,6 +6,7 @@ import gc
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -96,6 +97,79 @@ def refuse_link(path):
     if os.path.islink(str(path)):
         raise DeployError("{} is a symbolic link (to {}); deploy does not follow links where it writes in a run "
                           "folder: remove the link and re-run".format(path, os.readlink(str(path))))
+
+
+# --- what deploy reads: regular files only, of a size within the limit for their kind
+
+MODEL_BYTES = 2 << 30  # a protobuf model (.pb, .pbtxt, .meta, .onnx, saved_model.pb): protobuf parses at most 2 GiB
+KERAS_BYTES = 16 << 30  # a .keras / .h5 file (HDF5 has no such limit; weights beyond this are no edge model)
+RECORD_BYTES = 256 << 20  # a JSON file of a run folder (check.json of a 200,000-node graph is a few MB)
+SIDE_FILE_BYTES = 16 << 20  # a small file beside a model (io.json)
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a regular file"))
+
+
+def kind_of(mode):
+    """"a regular file", "a directory", "a named pipe (FIFO)", "a character device", ... of an ``st_mode``."""
+    return next((word for test, word in _KINDS if test(mode)), "not a regular file")
+
+
+def check_regular(path, what, limit=None, directory_ok=False):
+    """The ``os.stat`` of ``path`` (links followed) when it is a regular file of at most ``limit`` bytes (or,
+    with ``directory_ok``, a directory), else one DeployError naming it and what it is. Nothing is opened:
+    a named pipe, a device or a socket (or a link to one) is refused at once, where reading it would wait
+    forever (a FIFO) or never end (/dev/zero). FileNotFoundError propagates."""
+    st = os.stat(str(path))
+    if stat.S_ISREG(st.st_mode) or (directory_ok and stat.S_ISDIR(st.st_mode)):
+        if limit is not None and stat.S_ISREG(st.st_mode) and st.st_size > limit:
+            raise DeployError("{}: {} bytes, more than {} may hold ({} bytes); this is not {}".format(
+                path, st.st_size, what, limit, what))
+        return st
+    raise DeployError("{}{}: {}, not a regular file; deploy reads {} only from a regular file{}".format(
+        path, " (a link to {})".format(os.path.realpath(str(path))) if os.path.islink(str(path)) else "",
+        kind_of(st.st_mode), what, " or a directory" if directory_ok else ""))
+
+
+def open_regular(path, what, limit):
+    """``path`` opened for reading in binary, refused (one DeployError) unless it is a regular file of at most
+    ``limit`` bytes. Opened without blocking (a FIFO put there after a check would otherwise hang the open)
+    and checked on the open file itself, so a file swapped in between is checked too. OSError propagates."""
+    check_regular(path, what, limit)  # names a socket or a folder too, which open() would refuse with a bare errno
+    fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):  # swapped in after the check: fdopen would raise IsADirectoryError
+        os.close(fd)
+        raise DeployError("{}: a directory, not a regular file; deploy reads {} only from a regular file".format(path, what))
+    handle = os.fdopen(fd, "rb")
+    try:
+        if not stat.S_ISREG(st.st_mode):
+            raise DeployError("{}: {}, not a regular file; deploy reads {} only from a regular file".format(
+                path, kind_of(st.st_mode), what))
+        if st.st_size > limit:
+            raise DeployError("{}: {} bytes, more than {} may hold ({} bytes); this is not {}".format(
+                path, st.st_size, what, limit, what))
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def read_regular(path, what, limit):
+    """The bytes of ``path`` (``open_regular``'s checks), at most ``limit`` of them: read as the size the file
+    says (no buffer of ``limit`` bytes is allocated), then on while it grows."""
+    parts, total = [], 0
+    with open_regular(path, what, limit) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        while True:
+            chunk = handle.read(size + 1 if not parts else _CHUNK)
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+            if total > limit:  # it grew while it was read
+                raise DeployError("{}: more than {} bytes, more than {} may hold".format(path, limit, what))
+    return b"".join(parts)
 
 
 def write_json(path, data, final_newline=True):

@@ -6,9 +6,10 @@ the lock when its process dies, so a lock file left by a dead process is simply 
 
 import fcntl
 import os
+import stat
 
 from pipeline.errors import DeployError
-from pipeline.files import refuse_link
+from pipeline.files import kind_of, refuse_link
 
 
 class RunLock:
@@ -18,11 +19,20 @@ class RunLock:
 
     def acquire(self):
         refuse_link(self.path)
-        try:  # O_NOFOLLOW: a link made between the check and the open is refused too (ELOOP)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:  # O_NOFOLLOW: a link made between the check and the open is refused too (ELOOP); O_NONBLOCK: a FIFO
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as e:  # a directory named .lock, a read-only folder, a link
             raise DeployError("cannot lock {} ({}); remove it, or check the run folder's permissions".format(
                 self.path, e.strerror or e))
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            # a hard link to a file outside the run folder (the symlink checks do not see one), or a FIFO or device
+            # by this name: deploy would empty it and write its pid into it; it never writes through either
+            os.close(fd)
+            raise DeployError("cannot lock {}: it is {}; deploy does not write through it (the other name's file "
+                              "would be emptied): remove {} and re-run".format(
+                                  self.path, "a hard link ({} names for one file)".format(st.st_nlink)
+                                  if stat.S_ISREG(st.st_mode) else kind_of(st.st_mode), self.path))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

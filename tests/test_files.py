@@ -1,10 +1,12 @@
 """pipeline.files: the garbage collector paused for a block, the one place that does it."""
 
 import gc
+import os
 
 import pytest
 
-from pipeline.files import gc_paused
+from pipeline.errors import DeployError
+from pipeline.files import MODEL_BYTES, RECORD_BYTES, check_regular, gc_paused, read_regular
 
 
 def test_gc_paused_restores_what_it_found_even_on_an_error():
@@ -91,3 +93,57 @@ def test_gc_paused_can_leave_the_collector_off_for_a_command_that_ends():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# --- issue 29: regular files only, each within the limit for its kind
+
+
+def _special(tmp_path, kind):
+    """A file that is not a regular file, named like a model: a FIFO, a link to /dev/zero, a socket, a folder."""
+    import socket
+
+    path = tmp_path / "model.pb"
+    if kind == "fifo":
+        os.mkfifo(str(path))
+    elif kind == "dev_zero":
+        os.symlink("/dev/zero", str(path))
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    elif kind == "directory":
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize("kind,word", [("fifo", "a named pipe (FIFO)"), ("dev_zero", "a character device"),
+                                       ("socket", "a socket"), ("directory", "a directory")])
+def test_only_a_regular_file_is_read_and_the_others_are_named(tmp_path, kind, word):
+    """Old: a FIFO waited forever in open(), /dev/zero read until MemoryError."""
+    path = _special(tmp_path, kind)
+    for call in (lambda: read_regular(path, "a model", MODEL_BYTES), lambda: check_regular(path, "a model", MODEL_BYTES)):
+        with pytest.raises(DeployError) as e:
+            call()
+        assert e.value.message.startswith(str(path)) and word in e.value.message and "not a regular file" in e.value.message
+    if kind == "dev_zero":
+        assert "(a link to /dev/zero)" in str(pytest.raises(DeployError, check_regular, path, "a model").value.message)
+
+
+def test_a_file_over_the_limit_for_its_kind_is_refused_without_reading_it(tmp_path):
+    path = tmp_path / "big.json"
+    with open(str(path), "wb") as handle:
+        handle.truncate(RECORD_BYTES + 1)  # sparse: nothing is written, and nothing may be read
+    for call in (read_regular, check_regular):
+        with pytest.raises(DeployError, match=r"{} bytes, more than the run record may hold".format(RECORD_BYTES + 1)):
+            call(path, "the run record", RECORD_BYTES)
+    small = tmp_path / "ok.json"
+    small.write_bytes(b"{}")
+    assert read_regular(small, "the run record", RECORD_BYTES) == b"{}"
+    assert check_regular(tmp_path, "a model", MODEL_BYTES, directory_ok=True)
+
+
+def test_a_missing_file_is_still_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "nothing", "a model", MODEL_BYTES)
+    with pytest.raises(FileNotFoundError):
+        check_regular(tmp_path / "nothing", "a model")

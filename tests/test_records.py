@@ -24,7 +24,11 @@ SAMPLES = {  # one small, valid body per kind
     "comparison": {"verdict": "pass", "reasons": [], "rows": []},
     "history": {"classes": ["a", "b"], "epochs": [{"loss": float("nan"), "accuracy": 0.5}]},
     "engine": {"build_s": 3.0, "engine_bytes": 100, "profile": {"input": {"min": [1, 8], "opt": [8, 8], "max": [8, 8]}}},
+    "estimate": {"model": "m.pb", "layers": 3, "gflops": 0.5, "estimates": [
+        {"target": "jetson_tx2", "precision": "fp16", "batch": 1, "latency_ms": 1.2, "low_ms": 1.0, "high_ms": 1.5,
+         "throughput": 800.0, "bound": "compute", "power_mode": "MAXN", "calibration": "none", "top_layers": []}]},
 }
+SAMPLES = {kind: body for kind, body in SAMPLES.items() if kind in MODELS}  # estimate: while it is being added
 
 
 def one_line(excinfo):
@@ -367,3 +371,44 @@ def test_report_refuses_wrong_inner_types_with_one_line(tmp_path, rel, change, k
     line = _stderr_line(deploy("report", cur, "-o", tmp_path / "r.html"))
     assert rel in line and key in line, line
     assert not (tmp_path / "r.html").exists()
+
+
+# --- issue 29: a run file or a history night that is not a regular file is refused by name, at once
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "too_big"])
+def test_a_record_that_is_not_a_regular_file_or_too_big_is_one_line(tmp_path, kind):
+    import os
+
+    path = tmp_path / "benchmark.json"
+    if kind == "fifo":
+        os.mkfifo(str(path))
+    elif kind == "dev_zero":
+        os.symlink("/dev/zero", str(path))
+    else:
+        with open(str(path), "wb") as handle:
+            handle.truncate((256 << 20) + 1)
+    with pytest.raises(DeployError) as e:
+        records.read(path, "benchmark")
+    line = one_line(e)
+    assert line.startswith(str(path)) and ("not a regular file" in line or "more than benchmark figures may hold" in line)
+
+
+@pytest.mark.parametrize("rel,command", [("run.json", "report"), ("benchmark/benchmark.json", "report"),
+                                         ("benchmark/benchmark.json", "history")])
+def test_report_and_compare_refuse_a_named_pipe_in_a_run_folder_at_once(tmp_path, rel, command):
+    """Old: open() of a FIFO run file waited forever."""
+    import os
+    import subprocess
+
+    base, cur = make_run(tmp_path / "base"), make_run(tmp_path / "cur", seed=3)
+    (cur / rel).unlink()
+    os.mkfifo(str(cur / rel))
+    argv = ["report", cur, "-o", tmp_path / "r.html"] if command == "report" else \
+        ["compare", base, base, "--history", cur]
+    try:
+        res = deploy(*argv, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("deploy {} waited on the named pipe".format(command)) from None
+    line = _stderr_line(res)
+    assert str(cur / rel) in line and "a named pipe (FIFO), not a regular file" in line, line

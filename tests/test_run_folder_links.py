@@ -34,6 +34,40 @@ def test_a_dangling_lock_link_creates_nothing_at_its_target(tmp_path):
     assert not (tmp_path / "elsewhere.lock").exists()
 
 
+def test_a_lock_file_hard_linked_to_an_outside_file_is_refused_and_the_file_kept(tmp_path):
+    """Issue 29: a hard link is not a symlink: the lock opened it read-write and emptied the outside file."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.link(str(precious), str(run / ".lock"))
+    with pytest.raises(DeployError, match=r"cannot lock .*\.lock: it is a hard link \(2 names for one file\)"):
+        RunLock(run).acquire()
+    assert precious.read_text() == "keep me\n"
+
+
+def test_a_lock_file_that_is_a_named_pipe_is_refused_at_once(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(str(run / ".lock"))
+    with pytest.raises(DeployError, match=r"\.lock: it is a named pipe \(FIFO\)"):
+        RunLock(run).acquire()
+
+
+def test_deploy_run_leaves_a_hard_linked_outside_file_as_it_was(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("run: {{name: t, dir: {}}}\ntarget: host_cpu\nmodel: {{zoo: small_cnn, input_size: 32}}\n"
+                      "stages: {{train: {{epochs: 1}}}}\ndataset: {{path: {}, generate: shapes}}\n".format(
+                          tmp_path / "runs", tmp_path / "data"))
+    (tmp_path / "runs" / "t").mkdir(parents=True)
+    os.link(str(precious), str(tmp_path / "runs" / "t" / ".lock"))
+    res = deploy("run", config, "--quiet", timeout=300)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "hard link" in res.stderr.strip().splitlines()[-1] and precious.read_text() == "keep me\n"
+
+
 def test_a_plot_cache_that_is_a_link_is_refused_and_the_folder_it_points_at_untouched(tmp_path):
     other = tmp_path / "someone-elses-plots"
     other.mkdir()

@@ -81,9 +81,12 @@ def read_io_json(path):
     "outputs": [...]}. One-line DeployError naming the file for anything else (a foreign or
     malformed file beside a model)."""
     what = "{}: not deploy's io.json".format(path)
-    try:
-        with open(str(path), encoding="utf-8") as handle:
-            io = json.load(handle)
+    from pipeline.files import SIDE_FILE_BYTES, read_regular
+
+    try:  # a regular file of at most 16 MiB: a named pipe by this name is refused, never waited on
+        io = json.loads(read_regular(path, "an io.json", SIDE_FILE_BYTES).decode("utf-8"))
+    except RecursionError:
+        raise DeployError("{} (nested too deeply); delete or move it".format(what)) from None
     except (OSError, ValueError) as e:
         raise DeployError("{} ({}); delete or move it to let deploy infer the graph's inputs and outputs".format(
             what, " ".join(str(e).split())[:120])) from None

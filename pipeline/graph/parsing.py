@@ -10,6 +10,7 @@ Shared by the TensorFlow reader (``pipeline.graph.tf_reader``) and the ONNX read
 import re
 
 from pipeline.errors import DeployError
+from pipeline.files import MODEL_BYTES, open_regular, read_regular
 
 OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.>\-]*\Z")
 
@@ -25,15 +26,15 @@ def sniff_protobuf(path, expected):
     format (so a broken file gets the message of the format its name says, and a big binary
     GraphDef is not parsed twice)."""
     try:
-        with open(str(path), "rb") as handle:
+        with open_regular(path, "a model file", MODEL_BYTES) as handle:
             head = handle.read(4096)
     except OSError:
         return expected
     if _TEXT_START.match(head):
         return "text"
     if expected == "binary":
-        return "onnx" if head[:1] == b"\x08" and _is_onnx(path.read_bytes()) else "binary"
-    data = path.read_bytes()  # a .onnx or .pbtxt file that is not text: which binary is it?
+        return "onnx" if head[:1] == b"\x08" and _is_onnx(read_bytes(path, "a model file")) else "binary"
+    data = read_bytes(path, "a model file")  # a .onnx or .pbtxt file that is not text: which binary is it?
     if _is_onnx(data):
         return "onnx"
     return "binary" if _is_tf_binary(data) else expected
@@ -67,8 +68,10 @@ def _is_onnx(data):
 
 
 def read_bytes(path, what):
+    """The bytes of a model file: a regular file (a named pipe, a device or a socket is refused by name, never
+    opened to wait or read forever) of at most MODEL_BYTES (protobuf's 2 GiB), not empty."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, what, MODEL_BYTES)
     except OSError as e:
         raise DeployError("{}: cannot read {}: {}".format(path, what, e.strerror or e))
     if not data:

@@ -13,9 +13,11 @@ call (see ``pipeline.graph.inline``). Frozen graphs are viewed whole.
 from pathlib import Path
 
 from pipeline.errors import DeployError
+from pipeline.files import KERAS_BYTES, MODEL_BYTES, check_regular, gc_paused
 from pipeline.graph.parsing import sniff_protobuf
 from pipeline.graph.tf_reader import read_meta, read_pb, read_pbtxt, read_saved_model
 
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 SUPPORTED = ("a frozen GraphDef (.pb, .pbtxt), a SavedModel directory, a TF1 meta graph (.meta), "
              "an ONNX model (.onnx) or a Keras model (.keras, .h5)")
 
@@ -25,8 +27,6 @@ def read_model(path, signature="serving_default"):
 
     ``signature`` picks the SavedModel (or meta graph) signature to view (None: serving_default).
     """
-    from pipeline.files import gc_paused
-
     # Building a view creates a few objects per node and none of them form cycles: with the cyclic
     # garbage collector on, its repeated full passes over them make big graphs several times slower.
     with gc_paused():
@@ -36,8 +36,12 @@ def read_model(path, signature="serving_default"):
 def _read_model(path, signature):
     if not path.exists():
         raise DeployError("{}: no such file or directory; expected {}".format(path, SUPPORTED))
+    # a named pipe, a device or a socket (or a link to one) is refused by name before anything opens it: a FIFO
+    # waited forever, a link to /dev/zero read until MemoryError
+    check_regular(path, "a model", KERAS_BYTES if path.suffix.lower() in KERAS_SUFFIXES else MODEL_BYTES,
+                  directory_ok=True)
     if path.is_dir():
-        if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
+        if (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists():
             return read_saved_model(path, signature)
         raise DeployError("{}: directory is not a SavedModel (no saved_model.pb in it); pass the SavedModel "
                           "directory, or a model file: {}".format(path, SUPPORTED))
@@ -57,7 +61,7 @@ def _read_model(path, signature):
 
             return read_onnx(path)
         return read_meta(path, signature) if suffix == ".meta" else read_pb(path, signature)
-    if suffix in (".keras", ".h5", ".hdf5"):
+    if suffix in KERAS_SUFFIXES:
         from pipeline.graph.keras_reader import read_keras
 
         return read_keras(path)

@@ -85,7 +85,7 @@ def read_saved_model(directory, signature):
     from pipeline.graph import proto
 
     pb = directory / "saved_model.pb"
-    if pb.is_file():
+    if pb.exists():  # a FIFO or a device by this name is refused by read_bytes, by name
         data = read_bytes(pb, "a SavedModel")
         saved_model, error = parse_binary(proto.SavedModel, data)
         source = pb

@@ -56,10 +56,11 @@ def kind_for(path):
 def read(path, kind, missing_ok=True):
     """The JSON object at ``path``, checked against ``kind``'s schema; None when the file does not exist
     (and ``missing_ok``). Anything else that is wrong is one DeployError line naming the file and key."""
+    from pipeline.files import RECORD_BYTES, read_regular
+
     model = _model(kind)
-    try:
-        with open(str(path), encoding="utf-8") as f:
-            data = json.load(f)
+    try:  # a regular file of at most 256 MiB: a named pipe, a device or a link to one is refused by name
+        data = json.loads(read_regular(path, model.WHAT, RECORD_BYTES).decode("utf-8"))
     except FileNotFoundError:
         if missing_ok:
             return None
