@@ -164,9 +164,10 @@ def custom_objects():
 
 def _custom_message(path, missing):
     return ("{}: uses custom Keras class(es) {} that deploy cannot import (they live in your code, not in the file); "
-            "pass the SavedModel from model.export('DIR') or a frozen .pb instead, or --custom-objects FILE.py (a Python "
-            "file defining {}; deploy runs it, as --trust-model runs Lambda code: only for code you trust)".format(
-                path, ", ".join(missing), "them" if len(missing) > 1 else "it"))
+            "pass the SavedModel from model.export('DIR') or a frozen .pb instead, or --custom-objects FILE.py "
+            "({}=FILE.py in the environment; a Python file defining {}: deploy runs it, as --trust-model runs Lambda "
+            "code, so only for code you trust)".format(
+                path, ", ".join(missing), CUSTOM_OBJECTS_ENV, "them" if len(missing) > 1 else "it"))
 
 
 LAMBDA_MARK = "keras_lambda_not_run"  # the stand-in's node name (last component); its op becomes PyFunc

@@ -43,6 +43,8 @@ _REQUIRED_ATTRS = {
     "Einsum": {"equation": "abcd->abcd"}, "Unsqueeze": {"axes": [0]}, "Squeeze": {"axes": [0]},
     "Split": {"axis": 1}, "Gather": {"axis": 0}, "LRN": {"size": 3}, "Trilu": {}, "CumSum": {},
     "Transpose": {"perm": [0, 1, 3, 2]}, "GridSample": {}, "Upsample": {"mode": "nearest"},
+    "AveragePool": {"kernel_shape": [2, 2]}, "MaxPool": {"kernel_shape": [2, 2]}, "LpPool": {"kernel_shape": [2, 2]},
+    "GroupNormalization": {"num_groups": 1},
 }
 _RANK2 = {"Gemm", "Det"}
 _SKIP = {"If", "Loop", "Scan", "Constant", "ConstantOfShape", "SequenceConstruct", "SequenceEmpty",

@@ -103,7 +103,7 @@ def test_custom_layers_are_named_and_every_route_named_reads(tmp_path, monkeypat
         _check(tmp_path / "custom.keras")
     message = str(error.value)
     assert "GeMPooling" in message and "model.export" in message and "frozen .pb" in message
-    assert "--custom-objects" in message and "save it again" not in message
+    assert "--custom-objects" in message and "DEPLOY_CUSTOM_OBJECTS=FILE.py" in message and "save it again" not in message
     # each route it names, applied
     for route in (tmp_path / "exported", tmp_path / "custom.pb"):
         assert _check(route).route("onnx") is not None

@@ -312,3 +312,15 @@ def test_string_tensor_anywhere_refused(tmp_path):
         report = check_model(names, load_target(target))
         assert any(f.nodes == ["t"] and f.cause.startswith("input t is STRING;") for f in _blockers(report))
         assert any(f.nodes == ["pass"] and "n is a STRING tensor" in f.cause for f in _blockers(report))
+
+
+def test_batch_shape_rules_are_a_table_of_real_onnx_ops():
+    """onnx_batch dispatches its shape rules from a table (op type -> rule): every key is an ONNX op
+    (a misspelt key would silently fall back to the element-wise rule)."""
+    import onnx.defs
+
+    from pipeline.check import onnx_batch
+
+    known = {s.name for s in onnx.defs.get_all_schemas_with_history()}
+    assert set(onnx_batch._RULES) <= known, set(onnx_batch._RULES) - known
+    assert {"ReduceMean", "ArgMax", "Softmax", "Transpose", "Reshape", "Gather", "MatMul", "Gemm"} <= set(onnx_batch._RULES)

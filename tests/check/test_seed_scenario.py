@@ -42,7 +42,7 @@ def test_check_rewrite_check_and_the_reference(scenario):
     assert res.returncode == 0, res.stderr
     assert "after rewrite: YES — onnx at opset 13: 0 blockers; uff: 0 blockers; tftrt: 0 blockers" in res.stdout
     receipt = json.loads((directory / "deployable.rewrite.json").read_text())
-    assert [p["pass"] for p in receipt["passes"]] == ["strip_dropout", "bn_inference", "uff_compat"]
+    assert [p["pass"] for p in receipt["passes"]] == ["strip_dropout", "bn_inference", "fold_shape", "uff_compat"]
     bn = receipt["passes"][1]
     assert bn["sites"] == ["bn/FusedBatchNormV3"] and bn["comparison"]["against"] == "the inference-mode reference"
     assert receipt["check_before"]["blockers"]["uff"] > 0 and receipt["check_after"]["deployable"]
