@@ -301,5 +301,8 @@ class Engine(File):
     dla: Optional[Obj] = None
 
 
-MODELS = {m.NAME: m for m in (RunRecord, Manifest, Benchmark, Check, Rewrite, Conversion, Comparison, History, Engine)}
+from pipeline.records.estimate import Estimate  # noqa: E402 (deploy estimate's JSON, its own module)
+
+MODELS = {m.NAME: m for m in (RunRecord, Manifest, Benchmark, Check, Rewrite, Conversion, Comparison, History, Engine,
+                              Estimate)}
 
