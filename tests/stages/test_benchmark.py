@@ -56,11 +56,12 @@ def context(tmp_path, onnx_path, opts=None, target=None):
 
 def test_registered():
     st = _REGISTRY["benchmark"]
-    assert st.inputs == {"onnx": "convert", "engine": "engine"}
-    assert st.optional == ("engine",)  # runs on the ONNX model when the engine stage is pending
+    # engine.json is a declared input (the DLA placement), never found by path beside the engine
+    assert st.inputs == {"onnx": "convert", "engine": "engine", "engine_manifest": "engine"}
+    assert st.optional == ("engine", "engine_manifest")  # runs on the ONNX model when the engine stage is pending
     assert st.outputs == {"benchmark": "benchmark.json"}
     assert st.uses == ("target", "dataset", "device")
-    assert st.version == 4  # 4: throughput from a back-to-back loop, feed digests (one benchmark, host and board)
+    assert st.version == 5  # 4: throughput from a back-to-back loop, feed digests; 5: engine.json declared
 
 
 def test_benchmark_json(tmp_path):
