@@ -5,6 +5,7 @@
     python scripts/fuzz.py config --runs 2000 --seed 1    # bounded and repeatable (what the test runs)
     python scripts/fuzz.py runs --seconds 600             # deploy report / compare on a mutated run folder
     python scripts/fuzz.py agent --seconds 60             # the agent's answer line, as the host reads it
+    python scripts/fuzz.py records --seconds 60           # one record (run.json, benchmark.json, ...) through its schema
 
 The corpus lives in tests/fuzz/corpus/<target>/ (seeds checked in; new interesting inputs are
 added there while fuzzing, so a long run by hand grows it: commit what it adds). A crash is
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("target", choices=("readers", "config", "runs", "agent"))
+    parser.add_argument("target", choices=("readers", "config", "runs", "agent", "records"))
     parser.add_argument("--seconds", type=int, help="stop after this many seconds")
     parser.add_argument("--runs", type=int, help="stop after this many inputs")
     parser.add_argument("--seed", type=int, default=0, help="libFuzzer seed (0: random)")

@@ -14,6 +14,7 @@ are checked. ``read`` returns the file's own dict (not a model): renderers see e
 """
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -90,6 +91,29 @@ def check(data, kind, path):
     return data
 
 
+def _first_error(model, data):
+    """(key, expected, found) of the first thing ``data`` gets wrong, else None: the model's keys, then (a file
+    whose writer writes no NaN) a NaN or infinity under any other key: a reader may show or copy any key."""
+    error = _model_error(model, data)
+    if error is None and not model.ALLOW_NAN:
+        where = _non_finite(data, ())
+        if where is not None:
+            return _key(where[0]), "a finite number (deploy writes no NaN or Infinity in this file)", where[1]
+    return error
+
+
+def _non_finite(node, loc):
+    """(key path, value) of the first NaN or infinity in ``node``, else None."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return loc, node
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        found = _non_finite(v, loc + (k,))
+        if found is not None:
+            return found
+    return None
+
+
 def write(path, data, kind=None):
     """Check ``data`` against its schema (``kind``; else the one its ``schema`` names; else the file
     name's), stamp ``schema`` and write it atomically. Returns what was written. A ``data`` that does not
@@ -148,8 +172,8 @@ _PYDANTIC = {"model_type": "an object", "dict_type": "an object", "list_type": "
              "missing": "the key (it is missing)", "string_type": "a string", "bool_type": "true or false"}
 
 
-def _first_error(model, data):
-    """(key, expected, found) of the first thing ``data`` gets wrong, else None."""
+def _model_error(model, data):
+    """(key, expected, found) of the first key ``data`` gets wrong against ``model``, else None."""
     from pydantic import ValidationError
 
     try:

@@ -9,7 +9,10 @@ Each target takes the fuzzer's bytes. ``readers``: the first byte picks the file
 are a config file; its ``extends`` can only point inside the scratch folder. ``runs``: one file of
 a complete run folder replaced or one key of it set (``deploy report`` and ``deploy compare`` on it,
 through the CLI: exit 0, 1 with one ``deploy: error:`` line, or 4 for a failed gate; never a
-traceback). ``agent``: the bytes are the agent's answer line as the host reads it.
+traceback). ``agent``: the bytes are the agent's answer line as the host reads it. ``records``: the first
+line names a record kind (run, manifest, benchmark, ...), the rest is the file: pipeline.records must
+refuse it in one line or take it, and what it takes must be writable again and computable (every number a
+reader sees converts to a float; latencies and ratios of them stay finite).
 """
 
 import contextlib
@@ -219,4 +222,51 @@ def agent(data: bytes):
         assert "\n" not in e.message.strip(), "a DeployError must be one line: {!r}".format(e.message)
 
 
-TARGETS = {"readers": readers, "config": config, "runs": runs, "agent": agent}
+# ------------------------------------------------------------------ one record, through its schema
+
+
+def records_target(data: bytes):
+    from pipeline import records
+    from pipeline.errors import DeployError
+    from pipeline.records import MODELS
+
+    head, _, body = data.partition(b"\n")
+    kinds = sorted(MODELS)
+    kind = _pick(head.decode("utf-8", "replace").strip(), kinds)
+    path = SCRATCH / "record.json"
+    path.write_bytes(body)
+    try:
+        taken = records.read(path, kind)
+    except DeployError as e:
+        assert "\n" not in e.message.strip(), "a DeployError must be one line: {!r}".format(e.message)
+        return
+    if taken is None:
+        return
+    records.write(SCRATCH / "again.json", taken, kind)  # what a reader takes, the writer writes back
+    _computable(taken, kind)
+
+
+_LATENCY = ("mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms", "min_ms", "std_ms")
+
+
+def _computable(taken, kind):
+    """What a reader computes with is computable: a benchmark row's latencies are 0 or 1e-9..1e9 ms (so the ratio
+    of two, the gate's relative change, is finite) and its batch size and iterations convert to floats; the gate's
+    relative changes are finite."""
+    import math
+
+    rows = taken.get("results") if kind == "benchmark" else None
+    for row in rows or []:
+        for key in _LATENCY + ("throughput_ips",):
+            value = row.get(key)
+            if value is not None and value != 0:
+                assert math.isfinite(4.0 / value) and math.isfinite(value / 1e-9) and math.isfinite(value * 65536), \
+                    (key, value)
+        for value in row.get("percentiles_ms") or []:
+            assert value == 0 or math.isfinite(4.0 / value), value
+        float(row["batch_size"]), float(row.get("iterations") or 1)
+    for row in (taken.get("rows") if kind == "comparison" else None) or []:
+        assert row.get("change") is None or math.isfinite(float(row["change"])), row
+
+
+TARGETS = {"readers": readers, "config": config, "runs": runs, "agent": agent, "records": records_target}

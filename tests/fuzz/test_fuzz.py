@@ -51,7 +51,8 @@ def test_the_runs_corpus_has_every_cause_of_issue_22():
 
 @pytest.mark.fuzz
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, runs", [("readers", 20000), ("config", 3000), ("runs", 500), ("agent", 20000)])
+@pytest.mark.parametrize("kind, runs", [("readers", 20000), ("config", 3000), ("runs", 500), ("agent", 20000),
+                                        ("records", 3000)])
 def test_bounded_fuzz_run(kind, runs):
     pytest.importorskip("atheris")
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "fuzz.py"), kind, "--runs", str(runs), "--seed", "1",
@@ -59,3 +60,27 @@ def test_bounded_fuzz_run(kind, runs):
     tail = "\n".join(res.stderr.splitlines()[-40:])
     assert res.returncode == 0, "atheris found a crash (written to tests/fuzz/crashes/):\n" + tail
     assert "Done {} runs".format(runs) in res.stderr, tail
+
+
+def test_the_corpus_has_every_case_of_issue_29():
+    """Numbers that parse but cannot be computed with, and inner types the schemas did not reach (issue 29), for
+    report and compare (runs) and for every record kind (records): huge integers, denormals, ±0, 1e308,
+    NaN/Infinity, an object where a string belongs and the other way round."""
+    runs = {p.name for p in (HERE / "corpus" / "runs").glob("i29_*")}
+    for case in ("iterations_huge_compare", "batch_size_huge_compare", "latency_denormal_compare",
+                 "latency_denormal_history", "latency_1e308_compare", "latency_negative_zero_report",
+                 "std_negative_zero_compare", "run_settings_string_report", "run_settings_engine_string_report",
+                 "run_ci_string_report", "gate_rows_figure_list_report", "gate_row_figure_list_report",
+                 "gate_k_1e300_report", "history_loss_huge_report"):
+        assert "i29_" + case in runs, case
+    records = {p.name for p in (HERE / "corpus" / "records").glob("*")}
+    from pipeline.records import MODELS
+
+    for kind in MODELS:
+        assert "valid_" + kind in records or kind == "estimate", kind
+    for key in ("iterations", "batch_size", "p50_ms", "min_ms", "std_ms", "throughput_ips"):
+        for value in ("huge_int", "int_1e30", "denormal", "neg_zero", "zero", "e308", "neg_e308", "string", "list",
+                      "object", "true", "null"):
+            assert "benchmark_{}_{}".format(key, value) in records
+    for kind in ("run", "manifest", "benchmark", "check", "rewrite", "conversion", "comparison", "history", "engine"):
+        assert any(name.startswith(kind + "_") and not name.startswith("valid") for name in records), kind
