@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_run_order_is_registration_order_by_theme():
     assert order("tf") == ("cut", "set_input_shape", "strip_dropout", "bn_inference", "remove_identity", "prune",
                            "fold_constants", "fold_batchnorm", "fold_pad", "drop_noop_cast", "substitute_activations",
-                           "uff_compat")
+                           "uff_compat", "fold_shape")
     assert order("onnx") == ("onnx_fold_constants", "retype_uint8_input", "lower_opset", "replace_nms_with_plugin",
                              "onnx_remove_identity")
     assert set(registry(None)) == set(order("tf")) | set(order("onnx"))
