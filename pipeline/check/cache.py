@@ -9,7 +9,7 @@ Where: ``$DEPLOY_CHECK_CACHE_DIR``, else ``$XDG_CACHE_HOME/deploy/check``, else 
 
 The key is a SHA-256 over everything the answer depends on: the model's bytes (a SavedModel: every
 file in it, by relative path), the target as given and the bytes of every file of the targets
-folder (targets, op tables, converter tables) and of a target .yaml given by path, the routes, the
+folder (its *.yaml and ops/: targets, op tables, converter tables) and of a target .yaml given by path, the routes, the
 signature, whether tf2onnx runs and whether the model is trusted (--trust-model), the versions of
 deploy, TensorFlow, tf2onnx, onnx and Keras, and a digest of the source of deploy's packages that make the
 answer (an edited checker is a new checker). A different byte, target, opset table, tf2onnx or deploy is a miss.
@@ -160,17 +160,16 @@ def _update(digest, path):
 
 
 def _target_files(target):
-    """SHA-256 of every file of the targets folder, and of the target file when given by path."""
-    from pipeline.targets.files import targets_dir
+    """SHA-256 of the target files and op tables (the targets folder's *.yaml and ops/), and of the target file
+    when given by path."""
+    from pipeline.targets.files import op_tables_dir, targets_dir
 
     digest = hashlib.sha256()
     folder = targets_dir()
-    for root, dirs, files in os.walk(str(folder)):
-        dirs.sort()
-        for name in sorted(files):
-            full = Path(root) / name
-            digest.update(str(full.relative_to(folder)).encode() + b"\0")
-            _update(digest, full)
+    found = sorted(folder.glob("*.y*ml")) + sorted(f for f in op_tables_dir().rglob("*") if f.is_file())
+    for full in found:
+        digest.update(str(full.relative_to(folder)).encode() + b"\0")
+        _update(digest, full)
     given = Path(str(target))
     if given.suffix.lower() in (".yaml", ".yml") and given.is_file():
         digest.update(b"given\0" + str(given.resolve()).encode())

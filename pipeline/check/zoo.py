@@ -127,7 +127,9 @@ def check_models(paths, target, routes=None, signature="serving_default", conver
         if error:
             entries[i] = ZooEntry(path, error=error, code=EXIT_BAD_INPUT)
         else:
-            entries[i] = _check_one(check_model, path, target, routes, signature, extra, progress, answers)
+            label = "{} ({} of {})".format(path, i + 1, len(found))
+            entries[i] = _check_one(check_model, path, target, routes, signature, dict(extra, label=label), progress,
+                                    answers)
         done = sum(e is not None for e in entries)
         progress.log("[{}/{}] {}".format(done, len(found), verdict_line(entries[i])))
 

@@ -142,3 +142,35 @@ def test_the_worker_converts_with_tf2onnx_settings_that_keep_memory_down(tmp_pat
         assert again["status"] in ("refused", "error") and worker.alive  # one bad request, the worker goes on
     finally:
         worker.close()
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_a_zoo_converts_on_every_core_with_one_tensorflow_import_per_worker(tmp_path, monkeypatch):
+    """Three frozen graphs on two CPUs: two workers (two TensorFlow imports), not three; every graph converted
+    (this replaces tests/check/test_convert_options.py's one-subprocess test)."""
+    from pipeline.check import background, check_model, convert_probe, worker, zoo
+    from pipeline.targets import load_target
+
+    sys.path.insert(0, str(ROOT / "tests" / "check"))
+    import field_graphs
+
+    paths = [field_graphs.keras_flatten_tf1(tmp_path / "a.pb"), field_graphs.keras_flatten_tf2(tmp_path / "b.pb"),
+             field_graphs.tf115_dropout(tmp_path / "c.pb", placeholder_rate=True)]
+    started = []
+
+    class Counted(worker.Worker):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self.proc.pid)
+
+    monkeypatch.setattr(worker, "Worker", Counted)
+    monkeypatch.setattr(background, "usable_cpus", lambda: 2)
+    monkeypatch.delenv("DEPLOY_CHECK_CONVERT", raising=False)
+    entries = zoo.check_models([str(p) for p in paths], load_target("jetson_tx2"))
+    assert len(started) == 2
+    assert [e.report.route("onnx").basis for e in entries] == ["converted"] * 3
+    assert all(not _alive(pid) for pid in started)  # closed when their work ended
+    again = check_model(paths[0], load_target("jetson_tx2"))  # in the per-process cache: no new worker
+    assert len(started) == 2 and again.route("onnx").basis == "converted"
+    assert convert_probe.transient(paths[0], 13) is False

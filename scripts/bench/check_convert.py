@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""`deploy check` with real conversion against tf2onnx's own CLI on the same frozen graph, in the same run
+(issue 26 item 1): wall time and peak RSS of each, the re-check from the answer cache, and a zoo.
+
+    python scripts/bench/check_convert.py [--single MobileNetV2:96 ResNet50:64] [--zoo 12] [--rounds 1]
+
+Goals: a single check <= 1.15x `python -m tf2onnx.convert --graphdef` wall time and <= 1.2x its peak RSS;
+a re-check of the unchanged file <= 0.5 s; a zoo of N keras.applications models (weights=None, small
+input) on this machine's cores <= 0.6x the sum of their single checks, peak RSS <= 2 GB.
+
+- Models are keras.applications with weights=None, frozen with convert_variables_to_constants_v2 into a
+  temporary folder (not timed). ``NAME:SIZE`` picks a model and its input size.
+- Every timed command is a fresh process. Peak RSS is the peak of the SUM over the process and all its
+  descendants (deploy's worker included), sampled every 50 ms from /proc: the memory the machine needs.
+- The rounds alternate tf2onnx's CLI and deploy check (``--no-cache -q``) on each model, so load that
+  changes during the run hits both; the medians and ratios are printed, with the load average.
+- The zoo: ``--zoo N`` models cycled from ZOO_MODELS (distinct files), `deploy check FOLDER --no-cache -q`
+  against the sum of each model's single `deploy check` wall time measured in the same run.
+
+One JSON line at the end for tooling.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+ZOO_MODELS = ("MobileNetV2:64", "MobileNetV3Small:64", "MobileNetV3Large:64", "EfficientNetB0:64",
+              "DenseNet121:64", "NASNetMobile:64", "MobileNet:64", "EfficientNetV2B0:64")
+TARGET = "jetson_tx2"
+OPSET = 13  # jetson_tx2's: what deploy check converts at
+
+
+def _tree_rss(root):
+    """Sum of VmRSS (bytes) over ``root`` and its descendants."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/{}/stat".format(entry)) as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    tree, todo = {root}, [root]
+    while todo:
+        pid = todo.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    total = 0
+    for pid in tree:
+        try:
+            with open("/proc/{}/status".format(pid)) as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def timed(argv, env=None, ok=(0, 2), cpu=None):
+    """(wall seconds, peak tree RSS bytes) of one fresh process; its CPU seconds (user + sys, its waited-for
+    descendants included: deploy's worker) appended to ``cpu`` when given: the figure load disturbs least."""
+    import resource
+
+    full = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=str(ROOT), env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss(proc.pid))
+        time.sleep(0.05)
+    wall = time.perf_counter() - start
+    out, err = proc.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cpu is not None:
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    if proc.returncode not in ok:
+        sys.exit("{} failed ({}): {}".format(" ".join(map(str, argv)), proc.returncode, err.decode()[-2000:]))
+    return wall, peak
+
+
+def build(spec, folder):
+    """keras.applications NAME at SIZE x SIZE, weights=None, frozen to folder/NAME_SIZE.pb (not timed)."""
+    name, size = spec.split(":")
+    path = Path(folder) / "{}_{}.pb".format(name, size)
+    if path.exists():
+        return path
+    code = ("import os, sys\n"
+            "import tensorflow as tf\n"
+            "from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2\n"
+            "m = getattr(tf.keras.applications, {name!r})(weights=None, input_shape=({size}, {size}, 3))\n"
+            "f = tf.function(lambda x: m(x, training=False)).get_concrete_function(\n"
+            "    tf.TensorSpec((1, {size}, {size}, 3), tf.float32, name='input'))\n"
+            "g = convert_variables_to_constants_v2(f)\n"
+            "assert [t.name for t in g.outputs] == ['Identity:0'], g.outputs\n"
+            "open({path!r}, 'wb').write(g.graph.as_graph_def().SerializeToString())\n").format(
+                name=name, size=int(size), path=str(path))
+    subprocess.run([PY, "-c", code], check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return path
+
+
+def load():
+    return os.getloadavg()[0]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--single", nargs="*", default=["MobileNetV2:96"], help="NAME:SIZE models for the single check")
+    parser.add_argument("--zoo", type=int, default=0, help="zoo size (0: no zoo); the issue's figure is 12")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--keep", help="build the models into this folder and keep them")
+    args = parser.parse_args()
+    folder = args.keep or tempfile.mkdtemp(prefix="bench-check-convert-")
+    os.makedirs(folder, exist_ok=True)
+    cache = tempfile.mkdtemp(prefix="bench-check-cache-")
+    result = {"load_before": round(load(), 2), "cpus": len(os.sched_getaffinity(0)), "single": {}}
+    deploy = [PY, "-m", "pipeline", "check"]
+    for spec in args.single:
+        path = build(spec, folder)
+        cli, mine, cli_cpu, mine_cpu = [], [], [], []
+        for _ in range(args.rounds):
+            cli.append(timed([PY, "-m", "tf2onnx.convert", "--graphdef", str(path), "--inputs", "input:0",
+                              "--outputs", "Identity:0", "--opset", str(OPSET), "--output", str(path) + ".onnx"],
+                             cpu=cli_cpu))
+            mine.append(timed(deploy + [str(path), "--target", TARGET, "--no-cache", "-q"], cpu=mine_cpu))
+        first = timed(deploy + [str(path), "--target", TARGET, "-q"], env={"DEPLOY_CHECK_CACHE_DIR": cache})
+        hits = [timed(deploy + [str(path), "--target", TARGET, "-q"], env={"DEPLOY_CHECK_CACHE_DIR": cache})
+                for _ in range(3)]
+        row = {"bytes": path.stat().st_size,
+               "tf2onnx_cli_s": statistics.median(w for w, _ in cli), "deploy_check_s": statistics.median(w for w, _ in mine),
+               "tf2onnx_cli_rss_mb": max(r for _, r in cli) >> 20, "deploy_check_rss_mb": max(r for _, r in mine) >> 20,
+               "tf2onnx_cli_cpu_s": round(statistics.median(cli_cpu), 1),
+               "deploy_check_cpu_s": round(statistics.median(mine_cpu), 1),
+               "cache_store_s": round(first[0], 2), "cache_hit_s": round(statistics.median(w for w, _ in hits), 3)}
+        row["wall_ratio"] = round(row["deploy_check_s"] / row["tf2onnx_cli_s"], 3)
+        row["rss_ratio"] = round(row["deploy_check_rss_mb"] / max(1, row["tf2onnx_cli_rss_mb"]), 3)
+        result["single"][spec] = row
+        print("{}: tf2onnx CLI {:.1f} s ({:.1f} s CPU) {} MB | deploy check {:.1f} s ({:.1f} s CPU) {} MB | wall "
+              "{:.2f}x, RSS {:.2f}x | cache hit {:.2f} s".format(
+                  spec, row["tf2onnx_cli_s"], row["tf2onnx_cli_cpu_s"], row["tf2onnx_cli_rss_mb"], row["deploy_check_s"],
+                  row["deploy_check_cpu_s"], row["deploy_check_rss_mb"], row["wall_ratio"], row["rss_ratio"],
+                  row["cache_hit_s"]), flush=True)
+    if args.zoo:
+        zoo = Path(folder) / "zoo"
+        zoo.mkdir(exist_ok=True)
+        specs = [ZOO_MODELS[i % len(ZOO_MODELS)] for i in range(args.zoo)]
+        singles = []
+        for i, spec in enumerate(specs):
+            path = zoo / "{:02d}_{}".format(i, build(spec, folder).name)
+            if not path.exists():  # a copy: distinct files, so the zoo converts each
+                path.write_bytes(build(spec, folder).read_bytes())
+            singles.append(timed(deploy + [str(path), "--target", TARGET, "--no-cache", "-q"]))
+        together = timed(deploy + [str(zoo), "--target", TARGET, "--no-cache", "-q"])
+        result["zoo"] = {"models": len(specs), "zoo_s": round(together[0], 1), "zoo_rss_mb": together[1] >> 20,
+                         "sum_single_s": round(sum(w for w, _ in singles), 1),
+                         "max_single_rss_mb": max(r for _, r in singles) >> 20}
+        result["zoo"]["ratio"] = round(together[0] / result["zoo"]["sum_single_s"], 3)
+        print("zoo of {}: {:.1f} s, peak {} MB | sum of single checks {:.1f} s | {:.2f}x".format(
+            len(specs), together[0], together[1] >> 20, result["zoo"]["sum_single_s"], result["zoo"]["ratio"]))
+    result["load_after"] = round(load(), 2)
+    print("load average {} -> {} on {} CPUs".format(result["load_before"], result["load_after"], result["cpus"]))
+    print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
