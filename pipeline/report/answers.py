@@ -15,6 +15,7 @@ BASIS_WORDS = {
     "engine failed": "the engine build failed",
     "conversion failed": "the conversion failed",
     "converted": "converted: tf2onnx made the ONNX model (TensorRT's parser: from its op table until an engine is built)",
+    "converted in check": "converted: deploy check ran tf2onnx on the graph (TensorRT's parser: from its op table)",
     "predicted": "predicted from tf2onnx's op table (tf2onnx not run)",
     "op tables": "from the converters' op tables",
 }
@@ -69,7 +70,8 @@ def target_answer(run):
 def ans_basis(check, route):
     """What deploy check's verdict on ``route`` rests on: "converted", "predicted" or "op tables"."""
     row = next((r for r in check.get("routes") or [] if isinstance(r, dict) and r.get("route") == route), {})
-    return row.get("basis") or "op tables"
+    basis = row.get("basis") or "op tables"
+    return "converted in check" if basis == "converted" else basis
 
 
 def open_items(run):
@@ -99,7 +101,7 @@ def next_command(run, stage):
     config = record.get("config") or "CONFIG"
     name, why = stage.get("name"), stage.get("message") or ""
     target = _target(run) or "TARGET"
-    if stage.get("status") == "failed" and name in ("convert", "check", "rewrite"):
+    if stage.get("status") == "failed" and name in ("convert", "check"):  # check names each cause and its fix
         return "deploy check {}/freeze/frozen.pb --target {}".format(run["dir"], target)
     if stage.get("status") == "pending" and name == "engine":
         if "add a device:" in why:

@@ -63,6 +63,9 @@ def answers_block(run):
         {"YES": "yes", "NO": "no"}.get(t["answer"], "unknown"), head, " · ".join(bits), table)
 
 
+_SAID = {"not run": "did not run", "pending": "is pending", "failed": "failed", "skipped": "was skipped"}
+
+
 def _stage_status(run, name):
     return next((s.get("status") for s in run.get("stages") or [] if s.get("name") == name), None)
 
@@ -77,8 +80,8 @@ def _accuracy(run):
             esc(tf["runtime"]), esc(fmt(tf["max_abs_diff"])), esc(fmt(tf["tolerance"])), esc(fmt(tf["samples"])), verdict))
     else:
         status = _stage_status(run, "convert")
-        out.append("not measured ({})".format(esc("the conversion failed" if status == "failed" else
-                                                  "the convert stage is {}".format(status) if status else "no convert stage")))
+        out.append("not measured ({})".format(esc("the conversion failed" if status == "failed" else "the convert stage {}".format(
+            _SAID.get(status, status)) if status else "no convert stage")))
     if engine is not None:
         top1 = "–" if engine["top1"] is None else "{:.1%}".format(engine["top1"])
         out.append("engine against ONNX Runtime: top-1 agreement <b>{}</b>, max abs diff {} ({}, {} images)".format(
@@ -90,8 +93,7 @@ def _latency(run):
     lat = ans.latency_answer(run)
     if lat is None:
         status = _stage_status(run, "benchmark")
-        said = {"not run": "did not run", "pending": "is pending", "failed": "failed", "skipped": "was skipped"}
-        return "not measured ({})".format(esc("the benchmark {}".format(said.get(status, status)) if status else "no benchmark"))
+        return "not measured ({})".format(esc("the benchmark {}".format(_SAID.get(status, status)) if status else "no benchmark"))
     figures = " · ".join("p50 <b>{} ms</b> at batch {} ({} img/s)".format(esc(fmt(p50)), esc(bs), esc(fmt(ips, 4)))
                          for bs, p50, ips in lat["rows"])
     noise = "".join('<br><span class="noisy">{}</span>'.format(esc(n)) for n in runinfo.noise_notes(run))

@@ -259,3 +259,19 @@ def test_a_route_the_check_predicted_reads_converted_once_the_convert_stage_made
         detail="opset 13, TensorRT 8.2.1 ONNX parser (tf2onnx prediction)"))
     words = answers_of(write_report(run).read_text())
     assert "route onnx (opset 13, TensorRT 8.2.1 ONNX parser) · basis: converted" in words and "prediction" not in words
+
+
+def test_a_no_the_check_reached_on_tf2onnx_output_says_so(tmp_path):
+    """The real LSTM with tf2onnx installed: deploy check converted it and said NO; a later stage failed."""
+    run = make_run(tmp_path / "nc_lstm", deployable=False, exit_code=1)
+    edit_json(run / "check" / "check.json", lambda d: (d["routes"][1].update(basis="converted"),
+                                                       d["recommended"].update(blockers=2)) and None)
+    _stage(run, "rewrite", "failed", "the numeric checks feed images to a model with one NHWC image input")
+    for name in ("convert", "engine", "benchmark"):
+        _stage(run, name, "not run", "an earlier stage failed")
+    (run / "convert" / "comparison.json").unlink()
+    words = answers_of(write_report(run).read_text())
+    assert words.startswith("NO does not run on jetson_tx2")
+    assert "basis: converted: deploy check ran tf2onnx on the graph" in words
+    assert "note 2 blockers on the onnx route" in words and "next: deploy run configs/jetson_tx2.yaml" in words
+    assert "not measured (the convert stage did not run)" in words
