@@ -259,7 +259,8 @@ def test_a_keras3_graph_keeps_batch_norm_statistics_frozen_and_its_trainable_sca
     (tmp_path / "frozen.pb").write_bytes(graph_def.SerializeToString())
     res = deploy("unfreeze", tmp_path / "frozen.pb", "-o", tmp_path / "unfrozen", "--format", "json")
     assert res.returncode == 0, res.stderr
-    result = json.loads(res.stdout)
+    result = json.loads(res.stdout)  # the result alone on stdout; the progress on stderr (issue 26, item 2)
+    assert "(step 1 of 3)" in res.stderr and "(step 3 of 3)" in res.stderr
     assert len(result["variables"]) == 9 and len(result["trainable"]) == 7, result
     loaded = tf.saved_model.load(str(tmp_path / "unfrozen"))
     frozen = sorted(v.numpy().tolist() for v in loaded.variables if not v.trainable)
