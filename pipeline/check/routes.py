@@ -140,8 +140,10 @@ def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_
             cause = "{} ({})".format(cause, default)
         result.findings.append(Finding("blocker", "onnx", "unsupported_op", op, names, cause, fix, rewrite))
     for op, (names, error) in failing.items():
-        cause, fix, rewrite = _explain(names, by_node, "tf2onnx fails on {} at opset {}: {}".format(op, opset, error),
-                                       "replace {} before conversion".format(op))
+        default = "tf2onnx fails on {} at opset {}: {}".format(op, opset, error)
+        cause, fix, rewrite = _explain(names, by_node, default, "replace {} before conversion".format(op))
+        if cause != default:
+            cause = "{} ({})".format(cause, default)
         result.findings.append(Finding("blocker", "onnx", "unsupported_op", op, names, cause, fix, rewrite))
     for onnx_op, sources in emitted_bad.items():
         names = [n for group in sources.values() for n in group]

@@ -42,7 +42,7 @@ def test_lstm_no_names_unroll_and_the_unrolled_model_is_yes(tmp_path):
     # the NO rests on the loop tf2onnx leaves, not on the unused VARIANT placeholders
     assert [f.op for f in blockers] == ["TensorListReserve"], [f.cause for f in blockers]
     assert "unroll=True" in blockers[0].fix and "fixed sequence length" in blockers[0].fix
-    assert "static_rnn" in blockers[0].fix
+    assert "static_rnn" in blockers[0].fix and "tf2onnx 1.17 leaves it" in blockers[0].cause
     assert not any("VARIANT" in f.cause for r in report.routes for f in r.findings)
     pruned = [f for f in report.findings if f.op == "Placeholder"]
     assert pruned and all(n.startswith("unused_control_flow_input") for n in pruned[0].nodes)

@@ -53,7 +53,7 @@ def test_training_graph_with_keep_prob_placeholder(models):
     assert blockers(report, "uff") == {
         "FusedBatchNormV3": ["bn/FusedBatchNormV3"], "PlaceholderWithDefault": ["keep_prob"],
         "RandomUniform": ["dropout/random_uniform/RandomUniform"], "GreaterEqual": ["dropout/GreaterEqual"],
-        "SelectV2": ["dropout/SelectV2"]}
+        "SelectV2": ["dropout/SelectV2"], "Shape": ["dropout/Shape"]}  # NvUffParser rejects Shape (issue 26)
     uff_bn = next(f for f in route(report, "uff").findings if f.op == "FusedBatchNormV3")
     assert uff_bn.cause.startswith("batch norm in training mode (FusedBatchNormV3 is_training=true)")
     assert uff_bn.rewrite == "bn_inference"
