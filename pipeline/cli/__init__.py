@@ -12,12 +12,14 @@ import sys
 
 from pipeline.cli.args import json_error, usage
 from pipeline.cli.verbs import (
-    check, ckpt, compare, consistency, data, device, diff, report, rewrite, run, schema, targets, unfreeze, validate,
+    check, ckpt, compare, consistency, data, device, diff, estimate, report, rewrite, run, schema, targets, unfreeze,
+    validate,
 )
 from pipeline.errors import EXIT_BAD_INPUT, DeployError
 
 # In the order `deploy --help` lists them. A new verb: a module in pipeline/cli/verbs/ and an entry here.
-VERBS = (run, check, rewrite, consistency, diff, unfreeze, report, compare, validate, schema, targets, ckpt, device, data)
+VERBS = (run, check, estimate, rewrite, consistency, diff, unfreeze, report, compare, validate, schema, targets, ckpt, device,
+         data)
 
 
 def build_parser():

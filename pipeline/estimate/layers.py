@@ -33,7 +33,7 @@ REFORMAT = frozenset(["Transpose"])
 FREE = frozenset(["Const", "Constant", "Placeholder", "PlaceholderWithDefault", "Identity", "Snapshot", "StopGradient",
                   "Reshape", "Flatten", "Squeeze", "Unsqueeze", "ExpandDims", "Shape", "StridedSlice", "Pack",
                   "Gather", "Dropout", "NoOp", "CheckNumerics", "PreventGradient",
-                  "Pad", "PadV2", "MirrorPad"]) | SKIP  # a Pad before a conv or pool is folded into it
+                  "Pad", "PadV2", "MirrorPad", "VarHandleOp", "ReadVariableOp"]) | SKIP  # a Pad before a conv or pool is folded into it
 ACTIVATION = frozenset(["Relu", "Relu6", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "HardSigmoid",
                         "HardSwish", "Swish", "Softplus", "ClipByValue"])
 NORM = frozenset(["BiasAdd", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "BatchNormalization"])
@@ -101,7 +101,12 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
     """The engine's layers of ``graph`` (see the module doc), in the order the graph runs them."""
     order = graph.topological_order()
     shapes = tensor_shapes(graph, order, input_shapes)
-    key = (lambda t: tensor_key(graph, t))
+    if graph.kind == "tensorflow":
+        def key(t):
+            return t if ":" not in t and "^" not in t else tensor_key(graph, t)
+    else:
+        def key(t):
+            return t
     is_const = _constant_test(graph, order, key)
     outputs = _outputs(graph, key)
     users = {}  # tensor key -> number of consuming nodes
@@ -230,7 +235,7 @@ def _constant_test(graph, order, key):
     initializers = graph.initializers or {}
     constant = set(initializers)
     for node in order:
-        if node.op in ("Const", "Constant"):
+        if node.op in ("Const", "Constant", "VarHandleOp", "VariableV2"):  # weights, frozen or in variables
             constant.add(_out_key(graph, node, key))
         elif node.inputs and node.op not in ("Placeholder", "PlaceholderWithDefault") and \
                 all(t and key(t) in constant for t in node.inputs) and not node.control_inputs:

@@ -27,10 +27,11 @@ class Params:
     eff_mem: float  # of the memory bandwidth
     launch_us: float  # per layer
     spread: float  # the range: estimate / e**spread .. estimate * e**spread (log half-width)
+    overhead_ms: float = 0.0  # per call outside the engine in the figures fitted: never part of an estimate
 
     def to_dict(self):
         return {"eff_conv": self.eff_conv, "eff_other": self.eff_other, "eff_mem": self.eff_mem,
-                "launch_us": self.launch_us, "spread": self.spread}
+                "launch_us": self.launch_us, "spread": self.spread, "overhead_ms": self.overhead_ms}
 
 
 def peaks(facts, precision):

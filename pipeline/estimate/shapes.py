@@ -11,13 +11,16 @@ Gather of constants) are evaluated, so Keras' Flatten, frozen, keeps its shape.
 """
 
 from pipeline.errors import DeployError
+from pipeline.graph.tf_attrs import decode_node_def_attrs, decode_tf_attr
+
+_DTYPES = {1: "float32", 3: "int32", 9: "int64", 19: "float16"}  # TensorFlow's DataType numbers
 
 SKIP = frozenset(["NoOp", "Assert", "SaveV2", "RestoreV2"])
 
 
 def tensor_key(graph, tensor):
     """One name per tensor: TF "node" for port 0, "node:k" else; ONNX value names as they are."""
-    if graph.kind != "tensorflow":
+    if graph.kind != "tensorflow" or (":" not in tensor and "^" not in tensor):
         return tensor
     tensor = tensor.lstrip("^")
     return tensor[:-2] if tensor.endswith(":0") else tensor
@@ -58,7 +61,35 @@ def input_dims(graph, overrides=None):
 
 
 def node_attr(node, key, default=None):
-    return node.attrs.get(key, default)
+    """``node.attrs.get(key, default)``, decoding only that attribute of a TF node not decoded yet (a
+    200,000-node graph is estimated without decoding every attribute of every node)."""
+    source = node.__dict__.get("_attr_source")
+    if source is None or source[0] is not decode_node_def_attrs:
+        return node.attrs.get(key, default)
+    value = source[1].attr.get(key)
+    return default if value is None else decode_tf_attr(value)
+
+
+def const_shape(node, cache=None):
+    """A TF Const's dims and dtype without decoding its values: ([dims], dtype name) or (None, None).
+    ``cache``: {serialized shape: dims}, for a graph whose kernels have a few distinct shapes."""
+    source = node.__dict__.get("_attr_source")
+    if source is None or source[0] is not decode_node_def_attrs:
+        value = node.attrs.get("value")
+        return (list(value.shape), value.dtype) if value is not None and value.shape is not None else (None, None)
+    value = source[1].attr.get("value")
+    if value is None or value.WhichOneof("value") != "tensor":
+        return None, None
+    tensor = value.tensor
+    if cache is None:
+        dims = [d.size for d in tensor.tensor_shape.dim]
+        return (dims if all(d >= 0 for d in dims) else None), _DTYPES.get(tensor.dtype)
+    key = tensor.tensor_shape.SerializeToString()
+    dims = cache.get(key, False)
+    if dims is False:
+        dims = [d.size for d in tensor.tensor_shape.dim]
+        dims = cache[key] = dims if all(d >= 0 for d in dims) else None
+    return (list(dims) if dims is not None else None), _DTYPES.get(tensor.dtype)
 
 
 def _show(shape):
@@ -72,6 +103,7 @@ class Shapes:
         self.graph = graph
         self.dims = {}
         self.ints = {}
+        self.window_cache = {}
 
     def of(self, tensor):
         return self.dims.get(tensor_key(self.graph, tensor)) if tensor else None
@@ -155,11 +187,19 @@ def _infer_tf(shapes, node):
     key = node.name
     first = shapes.of(ins[0]) if ins else None
     if op == "Const":
-        value = node_attr(node, "value")
-        if value is not None and value.shape is not None:
-            dims[key] = list(value.shape)
-            if value.dtype in ("int32", "int64") and _small(value.shape):
-                shapes.ints[key] = _ints_of(value)
+        shape, dtype = const_shape(node, shapes.window_cache)
+        if shape is not None:
+            dims[key] = shape
+            if dtype in ("int32", "int64") and _small(shape):
+                shapes.ints[key] = _ints_of(node_attr(node, "value"))
+        return
+    if op in ("VarHandleOp", "VariableV2"):  # a SavedModel's weights: the variable's declared shape
+        shape = node_attr(node, "shape")
+        if shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
+            dims[key] = list(shape)
+        return
+    if op == "ReadVariableOp":
+        dims[key] = first
         return
     if op in ("Placeholder", "PlaceholderWithDefault") and key not in dims:
         shape = node_attr(node, "shape")
@@ -230,21 +270,42 @@ def _infer_tf(shapes, node):
         dims[key] = [len(ins)]
 
 
+_WINDOW_KEYS = ("data_format", "strides", "dilations", "padding", "ksize", "explicit_paddings")
+
+
+def _window_attrs(node, cache):
+    """(data_format, strides, dilations, padding, ksize, explicit_paddings) of a conv or pool, decoded once
+    per distinct set (a 200,000-node graph repeats a few)."""
+    source = node.__dict__.get("_attr_source")
+    key = None
+    if source is not None and source[0] is decode_node_def_attrs:
+        attr = source[1].attr
+        key = tuple(attr[k].SerializeToString() if k in attr else None for k in _WINDOW_KEYS)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    values = [node_attr(node, k) for k in _WINDOW_KEYS]
+    values = tuple(v.decode() if isinstance(v, bytes) else v for v in values)
+    if key is not None:
+        cache[key] = values
+    return values
+
+
 def _tf_window(shapes, node, first):
-    nchw = node_attr(node, "data_format") in ("NCHW", b"NCHW")
+    data_format, strides, dilations, padding, ksize, explicit = _window_attrs(node, shapes.window_cache)
+    nchw = data_format == "NCHW"
     h_axis, c_axis = (2, 1) if nchw else (1, 3)
-    strides = node_attr(node, "strides") or [1, 1, 1, 1]
-    dilations = node_attr(node, "dilations") or [1, 1, 1, 1]
-    padding = node_attr(node, "padding") or "SAME"
-    padding = padding.decode() if isinstance(padding, bytes) else padding
+    strides = strides or [1, 1, 1, 1]
+    dilations = dilations or [1, 1, 1, 1]
+    padding = padding or "SAME"
     if node.op in ("MaxPool", "AvgPool"):
-        ksize = node_attr(node, "ksize") or [1, 1, 1, 1]
+        ksize = ksize or [1, 1, 1, 1]
         k, channels = (ksize[h_axis], ksize[h_axis + 1]), first[c_axis]
     else:
         kernel = shapes.of(node.inputs[1])
         k = (kernel[0], kernel[1])
         channels = kernel[3] if node.op != "DepthwiseConv2dNative" else first[c_axis] * kernel[3]
-    explicit = node_attr(node, "explicit_paddings") if padding == "EXPLICIT" else None
+    explicit = explicit if padding == "EXPLICIT" else None
     out = list(first)
     for j in range(2):
         axis = h_axis + j

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""How long `deploy estimate` takes, end to end in a fresh process (issue 30 item 5: a MobileNet-size graph in
+well under a second, a 200,000-node graph in a few seconds; no TensorFlow, TensorRT or GPU).
+
+    python scripts/bench/estimate_speed.py [--nodes 200000] [--rounds 3] [--model frozen.pb ...]
+
+The 200,000-node graph is graph_read.py's (frozen-CNN blocks Const -> Conv2D -> Const -> BiasAdd -> Relu,
+written with deploy's own protobuf module, no TensorFlow). ``--model`` times models of yours too (e.g. a
+MobileNetV2 frozen with convert_variables_to_constants_v2). Each timing is `deploy estimate MODEL --target
+jetson_nano --format json` in a fresh process (interpreter start, imports, read, estimate, print); the
+median of ``--rounds`` is reported with the process's CPU time, and `uptime`'s load average (a shared
+machine's wall times are not comparable: CPU time is the figure it disturbs least). One JSON line at the end.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+
+
+def time_estimate(model, rounds):
+    walls, cpus = [], []
+    for _ in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pipeline", "estimate", str(model), "--target", "jetson_nano",
+                               "--format", "json"], cwd=ROOT, capture_output=True, text=True)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if done.returncode != 0:
+            raise SystemExit("deploy estimate {} failed: {}".format(model, done.stderr.strip()))
+    report = json.loads(done.stdout)
+    return statistics.median(walls), statistics.median(cpus), report["layers"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=200000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", action="append", default=[])
+    args = parser.parse_args()
+    from graph_read import write_frozen
+
+    print("load average before:", os.getloadavg())
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        big = Path(tmp) / "big.pb"
+        nodes = write_frozen(big, args.nodes)
+        for name, path in [("{} nodes".format(nodes), big)] + [(m, Path(m)) for m in args.model]:
+            wall, cpu, layers = time_estimate(path, args.rounds)
+            results[name] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "layers": layers}
+            print("{}: {:.2f} s wall, {:.2f} s CPU ({} engine layers; median of {})".format(
+                name, wall, cpu, layers, args.rounds))
+    print("load average after:", os.getloadavg())
+    print(json.dumps(results, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
