@@ -325,14 +325,18 @@ def test_cli_defaults_are_the_gates():
 
 
 def test_gate_noise_drives_the_real_gate_deterministically():
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "gate_noise.py"), "--sequences", "2", "--length", "8",
-           "--calls", "300", "--steps", "0.25"]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    """scripts/bench/gate_noise.py runs `deploy compare` through the CLI's entry night after night: the same
+    arguments give the same figures (issue 28 item 2: seeded, deterministic), each with its Wilson interval."""
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "gate_noise.py"), "--drift", "t3", "--sequences", "1",
+           "--length", "6", "--calls", "300", "--steps", "0.25"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     strip = lambda out: [line for line in out.splitlines() if not line.startswith("(")]  # noqa: E731
     assert first.returncode in (0, 1) and strip(first.stdout) == strip(second.stdout), first.stderr
     assert first.stdout.startswith("$ python scripts/bench/gate_noise.py")
-    assert "| all nights | 0.0 % |" in first.stdout and "| +25% | 100.0 % |" in first.stdout
+    (row,) = [line for line in first.stdout.splitlines() if line.startswith("| t3 |")]
+    assert "(0/6; 0.0-39.0)" in row and "100.0 % (2/2; " in row  # 6 quiet nights; 2 steps of +25 %, both red
+    assert "- t3: false alarms NOT met" in first.stdout  # 6 nights cannot show <= 2 % at 95 %: said so
 
 
 @pytest.mark.parametrize("rel,change,key", [
