@@ -11,6 +11,7 @@ Gather of constants) are evaluated, so Keras' Flatten, frozen, keeps its shape.
 """
 
 from pipeline.errors import DeployError
+from pipeline.estimate.shape_ops import broadcast, ints_of, reshape_dims, small, window
 from pipeline.graph.tf_attrs import decode_node_def_attrs, decode_tf_attr
 
 _DTYPES = {1: "float32", 3: "int32", 9: "int64", 19: "float16"}  # TensorFlow's DataType numbers
@@ -119,9 +120,12 @@ def tensor_shapes(graph, order, overrides=None):
     if graph.kind == "onnx":
         for name, tv in (graph.initializers or {}).items():
             shapes.dims[name] = list(tv.shape)
-            if tv.dtype in ("int32", "int64") and _small(tv.shape):
-                shapes.ints[name] = _ints_of(tv)
-    infer = _infer_onnx if graph.kind == "onnx" else _infer_tf
+            if tv.dtype in ("int32", "int64") and small(tv.shape):
+                shapes.ints[name] = ints_of(tv)
+    if graph.kind == "onnx":
+        from pipeline.estimate.onnx_shapes import infer_onnx as infer
+    else:
+        infer = _infer_tf
     for node in order:
         if node.op in SKIP:
             continue
@@ -130,44 +134,6 @@ def tensor_shapes(graph, order, overrides=None):
         except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError):
             pass  # left unknown: the layer says so
     return shapes
-
-
-def _small(shape):
-    count = 1
-    for d in shape or []:
-        count *= d
-    return count <= 64
-
-
-def _ints_of(tv):
-    try:
-        values = tv.ints()
-    except (TypeError, ValueError):
-        return None
-    if values is None:
-        return None
-    count = 1
-    for d in tv.shape or []:
-        count *= d
-    if len(values) < count:  # TensorFlow repeats the last value to fill the tensor
-        values = list(values) + [values[-1] if values else 0] * (count - len(values))
-    return [int(v) for v in values]
-
-
-def broadcast(a, b):
-    if a is None or b is None:
-        return None
-    n = max(len(a), len(b))
-    a, b = [1] * (n - len(a)) + list(a), [1] * (n - len(b)) + list(b)
-    return [x if y == 1 else y for x, y in zip(a, b)]
-
-
-def window(size, k, s, d, pad_total=None, same=True):
-    """Output length of a conv/pool window: SAME (ceil) or VALID, or explicit total padding."""
-    eff = (k - 1) * d + 1
-    if pad_total is not None:
-        return (size + pad_total - eff) // s + 1
-    return -(-size // s) if same else (size - eff) // s + 1
 
 
 # ---------------------------------------------------------------------------------------------- TensorFlow
@@ -190,8 +156,8 @@ def _infer_tf(shapes, node):
         shape, dtype = const_shape(node, shapes.window_cache)
         if shape is not None:
             dims[key] = shape
-            if dtype in ("int32", "int64") and _small(shape):
-                shapes.ints[key] = _ints_of(node_attr(node, "value"))
+            if dtype in ("int32", "int64") and small(shape):
+                shapes.ints[key] = ints_of(node_attr(node, "value"))
         return
     if op in ("VarHandleOp", "VariableV2"):  # a SavedModel's weights: the variable's declared shape
         shape = node_attr(node, "shape")
@@ -238,7 +204,7 @@ def _infer_tf(shapes, node):
         out[axis] = sum(p[axis] for p in parts)
         dims[key] = out
     elif op in ("Reshape",):
-        dims[key] = _reshape(first, shapes.value(ins[1]))
+        dims[key] = reshape_dims(first, shapes.value(ins[1]))
     elif op == "Squeeze":
         axes = node_attr(node, "squeeze_dims") or []
         axes = [a % len(first) for a in axes]
@@ -315,22 +281,6 @@ def _tf_window(shapes, node, first):
     return out
 
 
-def _reshape(first, target):
-    if target is None:
-        return None
-    out = list(target)
-    if -1 in out and first is not None:
-        total = 1
-        for d in first:
-            total *= d
-        rest = 1
-        for d in out:
-            if d != -1:
-                rest *= d
-        out[out.index(-1)] = total // rest if rest else 0
-    return out
-
-
 def _strided(shapes, node):
     values = shapes.value(node.inputs[0])
     begin, end, step = (shapes.value(t) for t in node.inputs[1:4])
@@ -342,137 +292,3 @@ def _strided(shapes, node):
     if node_attr(node, "shrink_axis_mask"):
         return [values[begin[0]]]
     return values[b:e:s]
-
-
-# -------------------------------------------------------------------------------------------------- ONNX
-
-_ONNX_SAME = frozenset([
-    "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Softplus",
-    "Softsign", "Softmax", "LogSoftmax", "BatchNormalization", "Identity", "Cast", "Sqrt", "Reciprocal", "Neg",
-    "Abs", "Exp", "Log", "Erf", "Floor", "Ceil", "Round", "Dropout", "LRN", "InstanceNormalization", "PRelu",
-    "Gelu", "Mish", "QuantizeLinear", "DequantizeLinear",
-])
-_ONNX_BINARY = frozenset(["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Sum"])
-
-
-def _infer_onnx(shapes, node):
-    op, ins, dims = node.op, node.inputs, shapes.dims
-    out = node.outputs[0] if node.outputs else None
-    if out is None:
-        return
-    first = shapes.of(ins[0]) if ins else None
-    attrs = node.attrs
-    if op == "Constant":
-        value = attrs.get("value")
-        if value is not None:
-            dims[out] = list(value.shape)
-            if value.dtype in ("int32", "int64") and _small(value.shape):
-                shapes.ints[out] = _ints_of(value)
-        return
-    if op in _ONNX_SAME:
-        dims[out] = first
-        if op in ("Identity", "Cast"):
-            shapes.ints[out] = shapes.value(ins[0])
-    elif op in _ONNX_BINARY:
-        shape = first
-        for t in ins[1:]:
-            shape = broadcast(shape, shapes.of(t))
-        dims[out] = shape
-    elif op in ("Conv", "MaxPool", "AveragePool"):
-        dims[out] = _onnx_window(shapes, node, first, attrs)
-    elif op in ("GlobalAveragePool", "GlobalMaxPool"):
-        dims[out] = list(first[:2]) + [1] * (len(first) - 2)
-    elif op == "Gemm":
-        b = shapes.of(ins[1])
-        m = first[1] if attrs.get("transA") else first[0]
-        n = b[0] if attrs.get("transB") else b[1]
-        dims[out] = [m, n]
-    elif op == "MatMul":
-        b = shapes.of(ins[1])
-        dims[out] = list(first[:-1]) + [b[-1]] if len(b) > 1 else list(first[:-1])
-    elif op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"):
-        axes = attrs.get("axes") or (shapes.value(ins[1]) if len(ins) > 1 else None) or list(range(len(first)))
-        axes = [a % len(first) for a in axes]
-        keep = attrs.get("keepdims", 1)
-        dims[out] = [1 if i in axes else d for i, d in enumerate(first)] if keep else \
-            [d for i, d in enumerate(first) if i not in axes]
-    elif op == "Concat":
-        parts = [shapes.of(t) for t in ins]
-        axis = attrs.get("axis", 0) % len(parts[0])
-        if all(shapes.value(t) is not None for t in ins):
-            shapes.ints[out] = [v for t in ins for v in shapes.value(t)]
-        shape = list(parts[0])
-        shape[axis] = sum(p[axis] for p in parts)
-        dims[out] = shape
-    elif op == "Flatten":
-        axis = attrs.get("axis", 1) % len(first)
-        lead = 1
-        for d in first[:axis]:
-            lead *= d
-        rest = 1
-        for d in first[axis:]:
-            rest *= d
-        dims[out] = [lead, rest]
-    elif op == "Reshape":
-        target = shapes.value(ins[1])
-        if target is not None and not attrs.get("allowzero"):
-            target = [first[i] if d == 0 else d for i, d in enumerate(target)]
-        dims[out] = _reshape(first, target)
-    elif op == "Transpose":
-        perm = attrs.get("perm") or list(reversed(range(len(first))))
-        dims[out] = [first[p] for p in perm]
-    elif op in ("Squeeze", "Unsqueeze"):
-        axes = attrs.get("axes") or (shapes.value(ins[1]) if len(ins) > 1 else None)
-        if op == "Squeeze":
-            axes = [a % len(first) for a in axes] if axes else [i for i, d in enumerate(first) if d == 1]
-            dims[out] = [d for i, d in enumerate(first) if i not in axes]
-        else:
-            shape = list(first)
-            for a in sorted(a % (len(first) + len(axes)) for a in axes):
-                shape.insert(a, 1)
-            dims[out] = shape
-            if shapes.value(ins[0]) is not None and first == []:
-                shapes.ints[out] = shapes.value(ins[0])
-    elif op == "Pad":
-        pads = attrs.get("pads") or shapes.value(ins[1])
-        n = len(first)
-        dims[out] = [d + pads[i] + pads[i + n] for i, d in enumerate(first)]
-    elif op == "Shape":
-        dims[out] = [len(first)]
-        shapes.ints[out] = list(first)
-    elif op == "Gather":
-        values, index = shapes.value(ins[0]), shapes.value(ins[1])
-        if values is not None and index is not None:
-            shapes.ints[out] = [values[i] for i in index]
-            dims[out] = [] if shapes.of(ins[1]) == [] else [len(index)]
-    elif op in ("Resize", "Upsample"):
-        sizes = shapes.value(ins[3]) if len(ins) > 3 else None
-        dims[out] = sizes
-
-
-def _onnx_window(shapes, node, first, attrs):
-    spatial = len(first) - 2
-    if node.op == "Conv":
-        kernel = shapes.of(node.inputs[1])
-        k, channels = kernel[2:], kernel[0]
-    else:
-        k, channels = attrs.get("kernel_shape"), first[1]
-    strides = attrs.get("strides") or [1] * spatial
-    dilations = attrs.get("dilations") or [1] * spatial
-    pads = attrs.get("pads") or [0] * (2 * spatial)
-    auto = attrs.get("auto_pad", "NOTSET")
-    ceil = attrs.get("ceil_mode", 0)
-    out = [first[0], channels]
-    for j in range(spatial):
-        size = first[2 + j]
-        if auto in ("SAME_UPPER", "SAME_LOWER"):
-            out.append(-(-size // strides[j]))
-            continue
-        if auto == "VALID":
-            pads_j = 0
-        else:
-            pads_j = pads[j] + pads[j + spatial]
-        eff = (k[j] - 1) * dilations[j] + 1
-        span = size + pads_j - eff
-        out.append((-(-span // strides[j]) if ceil else span // strides[j]) + 1)
-    return out

@@ -78,3 +78,18 @@ def test_user_dir_inside_targets_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("DEPLOY_ESTIMATE_DIR", str(targets_dir() / "estimate"))
     with pytest.raises(DeployError, match="never written into the shipped targets"):
         write_user("jetson_nano", Params(0.5, 0.1, 0.5, 10, 0.3), [])
+
+
+def test_run_summary_puts_the_estimate_beside_the_measurement(tmp_path, monkeypatch):
+    from pipeline.estimate.summary import check_summary, run_summary, summary_line
+
+    monkeypatch.setenv("DEPLOY_ESTIMATE_DIR", str(tmp_path / "mine"))
+    run = run_folder(tmp_path / "run1", p50=0.4)
+    rows = run_summary(run)
+    assert [(r["target"], r["batch"], r["measured_ms"]) for r in rows] == [("jetson_nano", 1, 0.4), ("jetson_nano", 4, 0.48)]
+    assert all(r["low_ms"] < r["latency_ms"] < r["high_ms"] for r in rows)
+    host = run_folder(tmp_path / "run2", runtime="onnxruntime", on_target=False)
+    assert run_summary(host) == []  # host figures are never set beside the board's estimate
+    summary = check_summary(run / "convert" / "model.onnx", "jetson_nano")
+    assert summary_line(summary).startswith("estimate (fp16, batch 1, MAXN")
+    assert check_summary(run / "convert" / "model.onnx", "host_cpu") is None
