@@ -388,8 +388,19 @@ def test_a_record_that_is_not_a_regular_file_or_too_big_is_one_line(tmp_path, ki
     else:
         with open(str(path), "wb") as handle:
             handle.truncate((256 << 20) + 1)
-    with pytest.raises(DeployError) as e:
-        records.read(path, "benchmark")
+    import signal
+
+    def hung(signum, frame):
+        raise AssertionError("records.read still waited on {} after 20 s".format(kind))
+
+    previous = signal.signal(signal.SIGALRM, hung)  # a FIFO blocks open() for good: the alarm ends the wait
+    signal.alarm(20)
+    try:
+        with pytest.raises(DeployError) as e:
+            records.read(path, "benchmark")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     line = one_line(e)
     assert line.startswith(str(path)) and ("not a regular file" in line or "more than benchmark figures may hold" in line)
 

@@ -3,10 +3,12 @@
 ``write(path, data, kind=None)`` checks ``data`` against its model (pipeline.records.models), adds
 ``schema: deploy.<kind>/<version>`` and writes it atomically (pipeline.files); ``read(path, kind)``
 parses the file and checks it against the same model, so what the writer writes is what the reader
-takes. A file that does not parse, has the wrong shape or impossible values (NaN, infinite, negative
-times, a batch size that is not a positive whole number, percentiles that are not 101 ascending
-numbers), is another kind of file or was written by a newer deploy is one DeployError line naming the
-file, the key and what was expected (exit 1).
+takes. A file that is not a regular file (a named pipe, a device: pipeline.files.read_regular) or over
+256 MiB, does not parse, has the wrong shape at any depth or impossible values (NaN or infinity under
+any key, a latency outside 1e-9..1e9 ms, a batch size outside 1..65,536, a whole number no float holds,
+percentiles that are not 101 ascending numbers: the ranges are pipeline.records.fields's), is another
+kind of file or was written by a newer deploy is one DeployError line naming the file, the key and what
+was expected (exit 1).
 
 A file without ``schema`` (written before deploy stamped them) is read as version 1 of its kind. The
 models allow keys they do not name (a newer deploy may add keys within a version); the keys they name
