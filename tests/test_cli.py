@@ -57,7 +57,7 @@ def test_the_verb_list_is_the_parser():
     from pipeline.cli import VERBS
 
     top = [v[0] for v in _verbs() if len(v) == 1]
-    assert top == ["run", "check", "rewrite", "consistency", "diff", "unfreeze", "report", "compare", "validate",
+    assert top == ["run", "check", "estimate", "rewrite", "consistency", "diff", "unfreeze", "report", "compare", "validate",
                    "schema", "targets", "ckpt", "device", "data"]
     assert [m.__name__.rsplit(".", 1)[1] for m in VERBS] == top  # one module per verb, named after it
     assert ["ckpt", "inspect"] in _verbs() and ["device", "probe"] in _verbs() and ["data", "shapes"] in _verbs()
