@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.config import ConfigError, load_config
 
-from conftest import deploy
+from conftest import ROOT, deploy
 
 CONFIG = """\
 run:
@@ -79,7 +79,7 @@ def test_the_edges_of_the_ranges_and_plain_numbers_are_read(write):
 def test_deploy_run_refuses_ten_to_the_thirty_epochs_at_once(write, tmp_path):
     """Old: accepted, and the train stage ran until killed."""
     path = write("c.yaml", CONFIG.replace("epochs: 2", "epochs: " + str(10 ** 30)))
-    res = deploy("run", path, cwd=tmp_path, timeout=120)
+    res = deploy("run", path, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
     lines = [line for line in res.stderr.strip().splitlines() if "stages.train.epochs" in line]
     assert lines and "less than or equal to 10000" in lines[0], res.stderr
