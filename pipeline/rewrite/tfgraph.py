@@ -170,7 +170,7 @@ class TFGraph:
 
         from pipeline.graph.proto import DataType
 
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array).reshape(np.shape(array))  # ascontiguousarray makes a scalar [1]
         dtype = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "int32": "DT_INT32", "int64": "DT_INT64",
                  "float16": "DT_HALF", "uint8": "DT_UINT8", "bool": "DT_BOOL"}[str(array.dtype)]
         node.op = "Const"

@@ -3,6 +3,7 @@ through graph.readers.read_model for its one-line error. No TensorFlow: pipeline
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import pipeline.graph.readers as readers
@@ -96,3 +97,15 @@ def test_a_function_library_is_refused(tmp_path):
     path.write_bytes(graph_def.SerializeToString())
     with pytest.raises(DeployError, match="the graph has a function library"):
         TFGraph.load(path)
+
+
+@pytest.mark.parametrize("value", [np.array(-1, dtype=np.int32), np.int32(7), np.array([2, 3], dtype=np.int32)])
+def test_set_const_keeps_the_shape_it_is_given(value):
+    """A scalar stays a scalar (numpy's ascontiguousarray alone makes it [1]: a Reshape fed [-1] where
+    it read -1 changes rank downstream); the value reads back the same."""
+    graph = TFGraph(_graph_def())
+    node = graph.node("output")
+    graph.set_const(node, value)
+    back = graph.const_value(node)
+    assert back.shape == np.shape(value) and back.dtype == np.int32
+    assert np.array_equal(back, value)

@@ -82,7 +82,7 @@ def test_first_layer_mismatch_between_tensorflow_and_onnx(tmp_path):
 
     from pipeline.convert import to_onnx
     from pipeline.tf.graph import load_graph_def
-    from pipeline.tf.mismatch import first_layer_mismatch
+    from pipeline.convert.mismatch import first_layer_mismatch
 
     tf = _tf()
     v1 = tf.compat.v1

@@ -45,24 +45,14 @@ def _fold_past_the_batch(graph, shape, dims, out_type):
         indices, shrink = picked
         if indices and 0 not in indices:
             values = np.array([dims[i] for i in indices], dtype=out_type)
-            _set_const(graph, user, values[0] if shrink else values)
+            graph.set_const(user, values[0] if shrink else values)
             changed.append(user.name)
         elif indices == [0] and shrink and _only_reshapes_the_same_tensor(graph, user, shape.input[0]):
-            _set_const(graph, user, np.array(-1, dtype=out_type))
+            graph.set_const(user, np.array(-1, dtype=out_type))
             changed.append(user.name)
     if changed and not graph.consumers(shape.name):
         changed.append(shape.name)
     return changed
-
-
-def _set_const(graph, node, value):
-    """graph.set_const, keeping a scalar a scalar (set_const's ascontiguousarray makes it [1])."""
-    import numpy as np
-
-    value = np.asarray(value)
-    graph.set_const(node, value)
-    if value.ndim == 0:
-        del node.attr["value"].tensor.tensor_shape.dim[:]
 
 
 def _sliced_indices(graph, node, length):
