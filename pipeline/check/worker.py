@@ -47,7 +47,7 @@ PARENT_ENV = "DEPLOY_CHECK_WORKER_PARENT"
 CATCH_ENV = "TF2ONNX_CATCH_ERRORS"  # tf2onnx.constants.ENV_TF2ONNX_CATCH_ERRORS
 PROTOBUF_ENV = "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"
 PURE_PROTOBUF_BYTES = 48 << 20  # a graph file this big converts in pure-Python protobuf (see the module doc)
-RECYCLE_BYTES = 1536 << 20  # a worker holding more than this after an answer is replaced by a fresh one
+RECYCLE_BYTES = 1 << 30  # a worker holding more than this after an answer is replaced by a fresh one
 
 
 class WorkerGone(Exception):
