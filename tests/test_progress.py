@@ -44,3 +44,29 @@ def test_json_events_on_stdout(capsys):
     event = json.loads(line)
     assert event["event"] == "stage" and event["stage"] == "train" and event["status"] == "ran"
     assert progress.stream.getvalue() == ""
+
+
+def test_a_slow_step_says_what_it_does_on_stderr_a_quick_one_says_nothing(capsys):
+    """Issue 26 item 2: a step that runs past its threshold names itself on stderr, then its time; a quick
+    step prints nothing; quiet prints nothing; stdout never; no thread is left behind."""
+    import threading
+    import time
+
+    from pipeline.progress import Progress
+
+    threads = threading.active_count()
+    progress = Progress("human", bars=False)
+    with progress.step("reading quick.pb", after=0.5):
+        pass
+    with progress.step("converting big.pb with tf2onnx at opset 13 (2 of 12)", after=0.05):
+        time.sleep(0.3)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "quick.pb" not in err
+    lines = err.splitlines()
+    assert lines[0] == "converting big.pb with tf2onnx at opset 13 (2 of 12) ..."
+    assert lines[1].startswith("converting big.pb with tf2onnx at opset 13 (2 of 12): done in ")
+    with Progress("quiet").step("anything", after=0.01):
+        time.sleep(0.1)
+    assert capsys.readouterr() == ("", "")
+    assert threading.active_count() == threads  # pipeline.check.background forks only without other threads
