@@ -13,7 +13,9 @@ import re
 from pathlib import Path
 
 GATE_FILE = "comparison.json"
-VERDICTS = ("pass", "regression", "not comparable", "no data")
+# "suspect" (one night out of band) and "throttled" (clocks moved: flagged, not judged) are the gate's amber
+# verdicts: exit 0, never drawn as a pass nor as a regression (pipeline.report.compare)
+VERDICTS = ("pass", "suspect", "throttled", "regression", "not comparable", "no data")
 FIGURES = {  # figure key -> (label, unit, lower is better)
     "p50_ms": ("p50 latency", "ms", True),
     "p99_ms": ("p99 latency", "ms", True),
@@ -22,7 +24,7 @@ FIGURES = {  # figure key -> (label, unit, lower is better)
     "consistency": ("batch consistency", "", False),
     "check": ("check", "", False),
 }
-STATUS_ORDER = ("regression", "not compared", "noise", "improved", "ok")
+STATUS_ORDER = ("regression", "suspect", "not compared", "noise", "improved", "ok")
 
 
 # ---------------------------------------------------------------- the gate's verdict (contract A)
@@ -220,7 +222,7 @@ def figure_unit(figure):
 
 
 def sorted_rows(rows):
-    """Regressions first, then what was not compared, noise, improvements, the rest (stable)."""
+    """Regressions first, then suspect figures, what was not compared, noise, improvements, the rest (stable)."""
     rank = {s: i for i, s in enumerate(STATUS_ORDER)}
     return sorted(rows, key=lambda r: rank.get(r["status"], len(STATUS_ORDER)))
 
