@@ -51,13 +51,18 @@ def result(entry):
 
 def power_figures(power, loop, batch_size):
     """The window's mean power per rail and board power (mW), its length and sample count, and energy per
-    image (mJ) = board power x the loop's wall time / the images it ran (no samples: no energy)."""
+    image (mJ) = board power x the loop's wall time / the images it ran (no samples: no energy); the hottest
+    reading per sensor (``temps_max_c``), the GPU and EMC clocks' lowest and highest MHz (``clocks_mhz``, as
+    root only) and the agent's ``throttled`` reason, where the window has them."""
     from pipeline.device.agent.tegrastats import energy_per_inference_mj
 
     out = {"samples": power.get("samples", 0), "unparsed": power.get("unparsed", 0), "window_s": power.get("seconds"),
            "interval_ms": power.get("interval_ms"), "min_samples": power.get("min_samples"),
            "rails_mw": power.get("rails_mw", {}), "board_mw": power.get("board_mw"),
            "board_power_source": power.get("board_power_source")}
+    for key in ("temps_max_c", "clocks_mhz", "throttled"):  # the gate flags a night whose clocks moved (gate_nights)
+        if power.get(key):
+            out[key] = power[key]
     images = batch_size * loop["calls"]
     if out["board_mw"] is not None and out["samples"] and images:
         out["energy_per_image_mj"] = energy_per_inference_mj(out["board_mw"], loop["seconds"], images)

@@ -92,6 +92,9 @@ class Power(Record):
     rails_mw: Optional[Rails] = None
     energy_per_image_mj: Optional[Millijoules] = None
     window_s: Optional[Seconds0] = None
+    temps_max_c: Optional[Dict[str, Finite]] = None  # the hottest reading per tegrastats sensor
+    clocks_mhz: Optional[Dict[str, Dict[str, NonNegative]]] = None  # {"gpu"|"emc": {"min", "max"}}, the gate reads it
+    throttled: Optional[Str] = None  # why the window is not the board's steady state
 
 
 class BenchmarkLoop(Record):  # the back-to-back loop behind throughput_ips
