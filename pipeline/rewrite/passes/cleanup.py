@@ -11,17 +11,31 @@ _CONTROL_ONLY = ("NoOp", "Assert")
 
 @rewrite_pass("remove_identity")
 def remove_identity(graph, options):
-    """Identity, CheckNumerics, StopGradient, Snapshot bypassed; NoOp and Assert removed (outputs kept)."""
+    """Identity, CheckNumerics, StopGradient, Snapshot bypassed; NoOp and Assert removed (outputs kept).
+
+    Control flow is left alone: a node inside a loop or cond frame (a frozen LSTM's lowered while
+    loop), a pass-through that reads from or feeds a control-flow op, and a NoOp or Assert whose
+    control edge a control-flow op waits on carry loop state or frame membership, not a value."""
+    from pipeline.rewrite.passes.control_flow import CONTROL_FLOW_OPS, frame_nodes, readers
+
     outputs = set(options.get("_outputs", ()))
+    in_frame = frame_nodes(graph)
+    nodes = graph.nodes
+    read_by = readers(graph) if in_frame or any(n.op in CONTROL_FLOW_OPS for n in nodes.values()) else {}
+
+    def touches_control_flow(node, data):
+        around = [graph.producer(t) for t in data] + [nodes.get(r) for r in read_by.get(node.name, ())]
+        return any(n is not None and (n.op in CONTROL_FLOW_OPS or n.name in in_frame) for n in around)
+
     sites = []
     for node in list(graph.graph_def.node):
-        if node.name in outputs:
+        if node.name in outputs or node.name in in_frame:
             continue
         data = [t for t in node.input if not t.startswith("^")]
-        if node.op in _PASS_THROUGH and len(data) == 1:
+        if node.op in _PASS_THROUGH and len(data) == 1 and not touches_control_flow(node, data):
             graph.rewire(node.name, data[0])
             sites.append(node.name)
-        elif node.op in _CONTROL_ONLY:
+        elif node.op in _CONTROL_ONLY and not touches_control_flow(node, ()):
             sites.append(node.name)
     removable = [s for s in sites if not graph.consumers(s)]
     graph.remove(removable)

@@ -7,26 +7,54 @@ from pipeline.rewrite.tfgraph import split_tensor, view
 
 @rewrite_pass("fold_constants", runs_graph=True)
 def fold_constants(graph, options):
-    """Subgraphs computed from constants only are evaluated once (TensorFlow) and become Const nodes."""
+    """Subgraphs computed from constants only are evaluated once (TensorFlow) and become Const nodes.
+
+    Never what needs a fed input (a Placeholder reached through data or control edges, a loop's
+    back edges included), nor control flow or anything inside a loop or cond frame (a frozen LSTM's
+    while loop): TensorFlow could not run it without a feed, or the Const would leave its frame."""
     from pipeline.graph.analysis import constant_subgraph
 
-    folded = constant_subgraph(view(graph))
+    folded = _feed_free(graph, constant_subgraph(view(graph)))
     if not folded:
         return []
     # evaluate only the frontier: folded nodes something non-folded reads (or an output)
     outputs = set(options.get("_outputs", ()))
     frontier = sorted(n for n in folded if n in outputs or any(c.name not in folded for c in graph.consumers(n)))
-    import numpy as np
-
     values = _evaluate(graph, frontier)
-    for name, value in zip(frontier, values):
-        value = np.asarray(value)
-        if str(value.dtype) in ("float32", "float64", "int32", "int64", "float16", "uint8", "bool"):
-            graph.set_const(graph.node(name), value)
-    return sorted(folded)
+    for name in frontier:
+        if name in values:
+            graph.set_const(graph.node(name), values[name])
+    # a frontier node with no numpy value (a TensorList's variant) stays, and so do the nodes it reads
+    kept, stack = set(), [n for n in frontier if n not in values]
+    while stack:
+        name = stack.pop()
+        if name in folded and name not in kept:
+            kept.add(name)
+            stack.extend(split_tensor(t)[0] for t in graph.node(name).input)
+    return sorted(folded - kept)
+
+
+def _feed_free(graph, folded):
+    """``folded`` less what needs a feed, control flow and frame nodes, and then less every node one of
+    whose inputs (data or control) is neither a Const nor still folded, until nothing changes."""
+    from pipeline.rewrite.passes.control_flow import CONTROL_FLOW_OPS, feed_dependent, frame_nodes
+
+    nodes = graph.nodes
+    unsafe = feed_dependent(graph) | frame_nodes(graph)
+    kept = {n for n in folded if n not in unsafe and nodes[n].op not in CONTROL_FLOW_OPS}
+    while True:
+        lost = {n for n in kept if any(split_tensor(t)[0] not in kept and getattr(nodes.get(split_tensor(t)[0]), "op", None)
+                                       != "Const" for t in nodes[n].input)}
+        if not lost:
+            return kept
+        kept -= lost
+
+
+_FOLDED_DTYPES = ("float32", "float64", "int32", "int64", "float16", "uint8", "bool")
 
 
 def _evaluate(graph, names):
+    """name -> numpy value of each of ``names`` whose type set_const can hold (not a variant or a string)."""
     from pipeline.tf import import_tf
     from pipeline.tf.screen import screen_graph
 
@@ -35,8 +63,15 @@ def _evaluate(graph, names):
     tf_graph = tf.Graph()
     with tf_graph.as_default():
         tf.graph_util.import_graph_def(tf.compat.v1.GraphDef.FromString(graph.serialize()), name="")
+    tensors = [tf_graph.get_tensor_by_name(n + ":0") for n in names]
+    wanted = [(n, t) for n, t in zip(names, tensors) if t.dtype.name in _FOLDED_DTYPES]
+    if not wanted:
+        return {}
+    import numpy as np
+
     with tf.compat.v1.Session(graph=tf_graph) as sess:
-        return sess.run([tf_graph.get_tensor_by_name(n + ":0") for n in names])
+        values = sess.run([t for _, t in wanted])
+    return {n: np.asarray(v) for (n, _), v in zip(wanted, values) if str(np.asarray(v).dtype) in _FOLDED_DTYPES}
 
 
 _CONV_OPS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
