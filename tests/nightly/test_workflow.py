@@ -660,10 +660,13 @@ def test_docs_show_both_routes_with_ssh_the_default_for_jetpack_46():
     assert "DEPLOY_BOARD_JETSON_TX2_HOST" in docs and "device.transport: ssh" in docs
     assert "OPENBLAS_CORETYPE=ARMV8" in docs  # H2, the system Python route
     assert "sudoers" in docs and "jetson_clocks --show" in docs  # L5
-    # L4: what the board's system Python needs on the default (non-image) route, and nvcc for pycuda's build
+    # L4, issue 27 item 1: what the board's system Python needs on the default (non-image) route: JetPack's apt
+    # packages only, CUDA through libcudart; no pycuda / cuda-python / nvcc step, no pip
     registering = docs[docs.index("## Registering a runner"):docs.index("## Secrets and variables")]
-    for needed in ("numpy", "pycuda 2021.1", "pycuda 2022.2.2", "cuda-python<13", "/usr/local/cuda/bin:$PATH"):
+    for needed in ("sudo apt install python3-numpy python3-libnvinfer", "libcudart", "ctypes", "nothing from pip"):
         assert needed in registering, needed
+    for gone in ("pycuda 2021.1", "pycuda 2022.2.2", "cuda-python<13", "/usr/local/cuda/bin:$PATH", "pip install"):
+        assert gone not in registering, gone
 
 
 # --- issue 28: red means persistent, per-board dispatch inputs, reproducible nights ----------------------
