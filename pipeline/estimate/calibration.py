@@ -77,8 +77,9 @@ def board_params(target_name):
     where = shipped_file()
     if target_name in boards:
         entry = boards[target_name]
-        return _params(entry, where), "fitted on {} published TensorRT latencies of this board ({})".format(
-            entry.get("points", "?"), entry.get("source", "docs/estimate.md"))
+        basis = entry.get("basis") or "fitted on {} published TensorRT latencies of this board".format(
+            entry.get("points", "?"))
+        return _params(entry, where), "{} ({})".format(basis, entry.get("source", "docs/estimate.md"))
     if "default" not in data:
         raise DeployError("{}: no calibration for {} and no default".format(where, target_name))
     entry = data["default"]

@@ -39,7 +39,7 @@ def run_points(folders, precision_default="fp16"):
         if graph_path is None:
             raise DeployError("{}: no graph to estimate ({}); calibrate from a complete run folder".format(
                 folder, ", ".join(GRAPHS)))
-        precision = str(_engine_precision(folder) or precision_default).lower()
+        precision = str(engine_precision(folder) or precision_default).lower()
         layers = engine_layers(read_model(graph_path), None, precision)
         rows = [r for r in data.get("results") or [] if r.get("batch_size") and r.get("p50_ms")]
         if not rows:
@@ -47,7 +47,7 @@ def run_points(folders, precision_default="fp16"):
         for row in rows:
             found.append((target, Point(model=str(folder), board=target, precision=precision,
                                         batch=int(row["batch_size"]), ms=float(row["p50_ms"]), layers=layers,
-                                        source=str(path))))
+                                        source=str(path), overhead=False)))
     return found
 
 
@@ -73,7 +73,7 @@ def calibrate(folders):
     return written
 
 
-def _engine_precision(folder):
+def engine_precision(folder):
     """The precision the run built its engine at (run.json's settings.engine.precision), else None."""
     from pipeline import records
 

@@ -4,6 +4,7 @@ run report's, beside the measured figures once a board has measured them.
     summary = check_summary("frozen.pb", "jetson_nano")     # None: the target has no estimate facts
     summary_line(summary)   # "estimate (fp16, batch 1, MAXN ...): 12.3 ms (8.21 to 18.5), 81 images/s, compute-bound"
     beside = run_summary(run_folder)   # the estimate of the run's graph beside its benchmark.json's p50s
+    block = run_estimate(run_folder)   # the run report's block: beside the measurement, else for run.json's target
 
 Neither raises for a model it cannot estimate: the summary says why instead (``{"error": "..."}``), so a
 check or a report never fails on account of the estimate.
@@ -67,5 +68,51 @@ def run_summary(run_folder):
             continue
         rows.append({"target": target, "precision": point.precision, "batch": point.batch, "measured_ms": point.ms,
                      "latency_ms": e["latency_ms"], "low_ms": e["low_ms"], "high_ms": e["high_ms"],
-                     "inside": e["low_ms"] <= point.ms <= e["high_ms"], "calibration": e["calibration"]})
+                     "inside": e["low_ms"] <= point.ms <= e["high_ms"], "calibration": e["calibration"],
+                     "power_mode": e["power_mode"], "throughput": e["throughput"], "bound": e["bound"]})
     return rows
+
+
+def run_estimate(run_folder):
+    """The run report's estimate block: {"measured": bool, "target", "precision", "power_mode", "basis",
+    "rows": [{batch, measured_ms, latency_ms, low_ms, high_ms, inside}]}. With on-target TensorRT figures the
+    rows are run_summary's; else the run's graph is estimated on run.json's target at the batch sizes the run
+    measured (1 if none), ``measured_ms`` None. None when there is nothing to estimate (no target with estimate
+    facts, no graph); {"error": why} when the graph cannot be estimated. Never raises."""
+    from pipeline import records
+    from pipeline.estimate import board, estimate_layers
+    from pipeline.estimate.layers import engine_layers
+    from pipeline.estimate.runs import GRAPHS, engine_precision
+    from pipeline.graph import read_model
+
+    folder = Path(run_folder)
+    measured = run_summary(folder)
+    if measured:
+        first = measured[0]
+        return {"measured": True, "target": first["target"], "precision": first["precision"],
+                "power_mode": first.get("power_mode"), "basis": first["calibration"], "rows": measured}
+    try:
+        run = records.read(folder / "run.json", "run") or {}
+        bench = records.read(folder / "benchmark" / "benchmark.json", "benchmark") or {}
+    except DeployError:
+        return None
+    target_name = run.get("target")
+    graph_path = next((folder / g for g in GRAPHS if (folder / g).exists()), None)
+    if not target_name or graph_path is None:
+        return None
+    try:
+        target, _ = board(target_name, "fp32")
+    except DeployError:
+        return None  # a target without estimate facts (the host) or unknown: no estimate
+    precision = str(engine_precision(folder) or ("fp16" if "fp16" in target.precisions else "fp32")).lower()
+    batches = sorted({int(r["batch_size"]) for r in bench.get("results") or [] if r.get("batch_size")}) or [1]
+    try:
+        layers = engine_layers(read_model(graph_path), None, precision)
+        found = [estimate_layers(layers, target.name, precision, b) for b in batches]
+    except DeployError as error:
+        return {"error": str(error), "target": target.name}
+    rows = [{"target": e["target"], "precision": precision, "batch": e["batch"], "measured_ms": None,
+             "latency_ms": e["latency_ms"], "low_ms": e["low_ms"], "high_ms": e["high_ms"], "inside": None,
+             "throughput": e["throughput"], "bound": e["bound"]} for e in found]
+    return {"measured": False, "target": target.name, "precision": precision, "power_mode": found[0]["power_mode"],
+            "basis": found[0]["calibration"], "rows": rows}

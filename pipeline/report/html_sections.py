@@ -1,5 +1,5 @@
 """The HTML report's per-stage sections (``SECTIONS``, in page order): the model, the stages, the device,
-check, rewrite, accuracy, benchmark, batch consistency and training. Each takes (run, cache) and
+check, rewrite, accuracy, benchmark, the offline estimate, batch consistency and training. Each takes (run, cache) and
 returns its HTML, or "" when the run has no data for it."""
 
 
@@ -199,6 +199,32 @@ def _benchmark(run, cache):
     return "".join(out)
 
 
+def _estimate(run, cache):
+    """The offline estimate (pipeline.estimate) of the run's graph: beside the board's measured p50 where a
+    board measured it, else for run.json's target; labelled as an estimate, with its basis."""
+    from pipeline.estimate.summary import run_estimate
+
+    block = run_estimate(run["dir"]) if run.get("dir") else None
+    if not block:
+        return ""
+    head = "<h2>Estimated latency (offline, not a measurement)</h2>"
+    if "error" in block:
+        return head + '<p class="note">no estimate for {}: {}</p>'.format(esc(block.get("target")), esc(block["error"]))
+    rows = [[fmt(r["batch"]), fmt(r["measured_ms"]), fmt(r["latency_ms"]),
+             "{} – {}".format(fmt(r["low_ms"]), fmt(r["high_ms"])),
+             "–" if r["measured_ms"] is None else "{:+.0%}".format(r["measured_ms"] / r["latency_ms"] - 1),
+             "–" if r["inside"] is None else badge("inside" if r["inside"] else "outside", "ok" if r["inside"] else "warn")]
+            for r in block["rows"]]
+    measured = ("measured p50 on the board beside it" if block["measured"]
+                else "no on-board TensorRT figure in this run: the estimate alone")
+    return head + '<p class="note">{}</p>'.format(esc(
+        "deploy estimate's roofline model of the engine on {} ({}, {}); {}".format(
+            block["target"], block["precision"], block.get("power_mode") or "power mode not stated", measured))) + table(
+        ["batch", "measured p50 ms", "estimate ms", "range ms", "measured vs estimate", "in range"], rows,
+        numeric=(0, 1, 2, 4)) + '<p class="note">basis: {} — see docs/estimate.md for its error on published ' \
+        'figures</p>'.format(esc(block["basis"]))
+
+
 def _consistency(run, cache):
     cons = (run.get("benchmark") or {}).get("consistency")
     if not cons:
@@ -245,4 +271,4 @@ def _mw(v):
     return "–" if v is None else "{:.0f}".format(v)
 
 
-SECTIONS = (_stages, _model, _device, _check, _rewrite, _accuracy, _benchmark, _consistency, _training)
+SECTIONS = (_stages, _model, _device, _check, _rewrite, _accuracy, _benchmark, _estimate, _consistency, _training)

@@ -74,6 +74,7 @@ def render_markdown(run, gate=None, steps=None):
         for w in where.get("warnings") or []:
             lines.append("")
             lines.append("> warning: {}".format(_text(w)))
+    lines += _estimate_lines(run)
     acc = bench.get("accuracy")
     comparison = run.get("comparison") or {}
     if acc or comparison:
@@ -93,6 +94,25 @@ def render_markdown(run, gate=None, steps=None):
         lines += ["", "**batch consistency** {} (batches of {})".format(
             "pass" if cons.get("passed") else "FAIL", ", ".join(str(b) for b in cons.get("batch_sizes") or []))]
     return "\n".join(lines) + "\n"
+
+
+def _estimate_lines(run):
+    """The offline estimate of the run's graph (pipeline.estimate.summary.run_estimate), labelled as one."""
+    from pipeline.estimate.summary import run_estimate
+
+    block = run_estimate(run["dir"]) if run.get("dir") else None
+    if not block:
+        return []
+    lines = ["", "### Estimated latency (offline, not a measurement)", ""]
+    if "error" in block:
+        return lines + ["no estimate for {}: {}".format(_text(block.get("target")), _text(block["error"]))]
+    lines += ["deploy estimate on {} ({}, {}){}".format(
+        _text(block["target"]), _text(block["precision"]), _text(block.get("power_mode") or "power mode not stated"),
+        "" if block["measured"] else "; no on-board TensorRT figure in this run"), ""]
+    lines += _table(["batch", "measured p50 ms", "estimate ms", "range ms", "in range"], [
+        [r["batch"], fmt(r["measured_ms"]), fmt(r["latency_ms"]), "{} – {}".format(fmt(r["low_ms"]), fmt(r["high_ms"])),
+         "–" if r["inside"] is None else ("yes" if r["inside"] else "no")] for r in block["rows"]])
+    return lines + ["", "basis: {}".format(_text(block["basis"]))]
 
 
 def _answer_lines(run):

@@ -31,7 +31,9 @@ CALIBRATION = ROOT / "targets" / "estimate" / "calibration.json"
 # Published TensorRT latencies used to FIT: (model, board, precision, batch, ms, source)
 TF_TRT_MODELS = ("NVIDIA-AI-IOT/tf_trt_models README.md (TF-TRT FP16, batch 1, TX2 MAX-N + jetson_clocks, "
                  "JetPack 3.2 / TensorRT 3-4, TF-Slim checkpoints)")
-CALIBRATION_POINTS = [
+# TensorRT 3/4 (2018): not fitted since TensorRT 8's figures exist for the same boards (its depthwise convolutions
+# and TF-TRT's per-call overhead are of another era); printed beside the estimate by ``fit``.
+TF_TRT_POINTS = [
     ("resnet50", "jetson_tx2", "fp16", 1, 12.5, TF_TRT_MODELS),
     ("resnet101", "jetson_tx2", "fp16", 1, 20.6, TF_TRT_MODELS),
     ("resnet152", "jetson_tx2", "fp16", 1, 28.9, TF_TRT_MODELS),
@@ -43,6 +45,32 @@ CALIBRATION_POINTS = [
     ("mobilenet_v1_0.5_160", "jetson_tx2", "fp16", 1, 4.47, TF_TRT_MODELS),
     ("mobilenet_v1_0.25_128", "jetson_tx2", "fp16", 1, 3.72, TF_TRT_MODELS),
 ]
+CALIBRATION_POINTS = []
+# Nota-NetsPresso/netspresso-trainer docs/benchmarks/device_matrix/tensorrt.md (commit 5c321318baa4): TensorRT
+# fp16 engines from ONNX (opset 13), 224x224, 3 classes, "the model's computation" only (no pre/post-processing),
+# batch 1 (one image per latency; not stated otherwise), power mode not stated. JetPack 4.6 (TensorRT 8.2) on the
+# Nano, Xavier NX ("Jetson NX"), TX2 and AGX Xavier ("Jetson Xavier"); JetPack 5.0.1 (TensorRT 8.4) on the AGX Orin.
+NETSPRESSO = ("Nota-NetsPresso/netspresso-trainer docs/benchmarks/device_matrix/tensorrt.md (TensorRT fp16 from ONNX, "
+              "batch 1, model computation only, JetPack 4.6 / 5.0.1 (AGX Orin), power mode not stated)")
+_NP = ("resnet18_c3", "resnet34_c3", "resnet50_c3", "mobilenet_v3_small_c3", "mobilenet_v3_large_c3")
+NETSPRESSO_MS = {
+    "jetson_nano": (10.8578, 19.5193, 29.2816, 5.0241, 11.278),
+    "jetson_tx2": (4.18611, 7.52092, 11.0185, 3.64664, 4.96121),
+    "xavier_nx": (1.78444, 3.28956, 4.16903, 1.24565, 1.96175),
+    "agx_xavier": (1.10724, 1.99773, 2.83026, 1.00566, 1.50451),
+    "agx_orin": (0.520046, 0.87017, 1.1421, 0.721624, 0.919789),
+}
+# The same table's Orin Nano (JetPack 6.0) predates the MAXN_SUPER mode (JetPack 6.2) the target assumes: not
+# fitted, shown beside the estimate in docs/estimate.md.
+NETSPRESSO_ORIN_NANO_JP60 = dict(zip(_NP, (1.99792, 3.48368, 4.80201, 1.56278, 2.51209)))
+CALIBRATION_POINTS += [(m, b, "fp16", 1, ms, NETSPRESSO) for b, row in NETSPRESSO_MS.items() for m, ms in zip(_NP, row)]
+# Figures from a framework's session run (TF-TRT) hold a per-call overhead the fit finds; engine-only ones do not.
+WITH_OVERHEAD = {TF_TRT_MODELS}
+# Boards of one GPU architecture share their efficiencies (fractions of each board's own data-sheet peaks).
+GROUPS = {"Maxwell/Pascal (no tensor cores)": ("jetson_nano", "jetson_tx2"),
+          "Volta": ("agx_xavier", "xavier_nx"),
+          "Ampere": ("agx_orin", "orin_nano", "orin_nx")}
+
 # Kept ASIDE: torch2trt docs/benchmarks (fp16, batch 1, latency ms, TensorRT column). Never fitted.
 T2T_NANO = "NVIDIA-AI-IOT/torch2trt docs/benchmarks/jetson_nano.md (fp16_mode, batch 1, Latency (TensorRT) ms)"
 T2T_XAVIER = "NVIDIA-AI-IOT/torch2trt docs/benchmarks/jetson_xavier.md (fp16_mode, batch 1, Latency (TensorRT) ms)"
@@ -67,7 +95,7 @@ def _keras_models():
     apps = k.applications
     L = k.layers
 
-    def resnet_basic(blocks):
+    def resnet_basic(blocks, classes=1000):
         x = inp = k.Input((224, 224, 3))
         x = L.ZeroPadding2D(3)(x)
         x = L.Conv2D(64, 7, 2, use_bias=False)(x)
@@ -82,7 +110,7 @@ def _keras_models():
                 if stride != 1 or x.shape[-1] != width:
                     x = L.BatchNormalization()(L.Conv2D(width, 1, stride, use_bias=False)(x))
                 x = L.ReLU()(L.Add()([x, y]))
-        x = L.Dense(1000)(L.GlobalAveragePooling2D()(x))
+        x = L.Dense(classes)(L.GlobalAveragePooling2D()(x))
         return k.Model(inp, x)
 
     def vgg(cfg):
@@ -148,6 +176,14 @@ def _keras_models():
         "alexnet": alexnet,
         "squeezenet1_0": lambda: squeezenet("1_0"),
         "squeezenet1_1": lambda: squeezenet("1_1"),
+        # NetsPresso's device matrix: 3 classes
+        "resnet18_c3": lambda: resnet_basic((2, 2, 2, 2), classes=3),
+        "resnet34_c3": lambda: resnet_basic((3, 4, 6, 3), classes=3),
+        "resnet50_c3": lambda: apps.ResNet50(weights=None, classes=3),
+        "mobilenet_v3_small_c3": lambda: apps.MobileNetV3Small(weights=None, classes=3, input_shape=(224, 224, 3),
+                                                               include_preprocessing=False),
+        "mobilenet_v3_large_c3": lambda: apps.MobileNetV3Large(weights=None, classes=3, input_shape=(224, 224, 3),
+                                                               include_preprocessing=False),
     }
 
 
@@ -205,7 +241,8 @@ def load_layers(name, tables):
 def points_of(rows, tables):
     from pipeline.estimate.fit import Point
 
-    return [Point(model=m, board=b, precision=p, batch=n, ms=ms, layers=load_layers(m, tables), source=s)
+    return [Point(model=m, board=b, precision=p, batch=n, ms=ms, layers=load_layers(m, tables), source=s,
+                  overhead=s in WITH_OVERHEAD, family=m[:-3] if m.endswith("_c3") else m)
             for m, b, p, n, ms, s in rows if m in tables]
 
 
@@ -215,51 +252,121 @@ def facts_of(board):
     return load_target(board).estimate
 
 
+def group_fit(points):
+    """{board: entry} per GPU architecture group, and every leave-one-model-out row (within its group)."""
+    from pipeline.estimate.fit import fit, leave_one_out, spread_from
+
+    rows = []
+    for members in GROUPS.values():
+        rows += leave_one_out([p for p in points if p.board in members], facts_of)
+    # one range for every board: the 80th percentile of all groups' leave-one-out errors together (5 or 10 points
+    # of one group are too few for a percentile)
+    spread = spread_from(rows)
+    boards = {}
+    for arch, members in GROUPS.items():
+        mine = [p for p in points if p.board in members]
+        if not mine:
+            continue
+        params = fit(mine, facts_of, spread)
+        measured = sorted({p.board for p in mine})
+        sources = sorted({p.source for p in mine})
+        for board in members:
+            boards[board] = dict(params.to_dict(), points=len(mine), source="; ".join(sources), group=arch,
+                                 basis="fitted on {} published TensorRT latencies of {} boards ({}){}".format(
+                                     len(mine), arch, ", ".join(measured),
+                                     "" if board in measured else "; none of this board: its own data-sheet peaks"))
+    return boards, rows
+
+
+def _markdown_rows(rows, spread_of):
+    out = ["| model | board | published ms | estimate ms | error | inside range |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        f = math.exp(spread_of(r))
+        out.append("| {} | {} | {} | {:.2f} | {:+.0%} | {} |".format(
+            r["model"], r["board"], r["measured_ms"], r["estimate_ms"], r["error"],
+            "yes" if r["estimate_ms"] / f <= r["measured_ms"] <= r["estimate_ms"] * f else "no"))
+    return "\n".join(out)
+
+
 def run_fit():
-    from pipeline.estimate.fit import MAX_SPREAD, fit, goal_statistics, leave_one_out, predict_ms, spread_from
+    from pipeline.estimate.calibration import board_params
+    from pipeline.estimate.fit import MAX_SPREAD, fit, goal_statistics, predict_ms
 
     tables = json.loads(TABLES.read_text())
     points = points_of(CALIBRATION_POINTS, tables)
-    loo = leave_one_out(points, facts_of)
-    spread = spread_from(loo)
-    # The leave-one-out errors measure a board's own figures; a board without figures gets its parameters
-    # through the data-sheet peaks of another, an error no figure measured here: the widest range (2.5x).
+    boards, loo = group_fit(points)
+    # a board in no group gets its parameters through the data-sheet peaks of others: the widest range (2.5x)
     default = fit(points, facts_of, MAX_SPREAD)
-    boards = {}
-    for board in sorted({p.board for p in points}):
-        mine = [p for p in points if p.board == board]
-        params = fit(mine, facts_of, spread_from([r for r in loo if r["board"] == board]))
-        boards[board] = dict(params.to_dict(), points=len(mine), source=mine[0].source)
-    calibration = {"default": dict(default.to_dict(), points=len(points), fitted_on=", ".join(sorted(boards))),
-                   "boards": boards, "method": "grid search, squared log error; docs/estimate.md"}
+    calibration = {"default": dict(default.to_dict(), points=len(points), fitted_on=", ".join(
+        sorted({p.board for p in points}))), "boards": boards,
+        "method": "grid search, squared log error, per GPU architecture; docs/estimate.md"}
     CALIBRATION.write_text(json.dumps(calibration, indent=1, sort_keys=True) + "\n")
+    spread = {b: e["spread"] for b, e in boards.items()}
     check = []
+    call_ms, shared = torch2trt_call_ms()
     for point in points_of(CHECK_POINTS, tables):
-        from pipeline.estimate.calibration import board_params
-
         params, _ = board_params(point.board)
-        est = predict_ms(point, facts_of(point.board), params, overhead=False)  # the engine's time alone
-        check.append({"model": point.model, "board": point.board, "measured_ms": point.ms,
-                      "estimate_ms": round(est, 3), "error": round(est / point.ms - 1, 4), "spread": params.spread})
+        # the engine's time, plus torch2trt's own per-call time (derived from the shared models, below)
+        est = predict_ms(point, facts_of(point.board), params, overhead=False) + call_ms
+        check.append({"model": point.model, "board": point.board, "measured_ms": point.ms, "seen": point.model in
+                      shared, "estimate_ms": round(est, 3), "error": round(est / point.ms - 1, 4),
+                      "spread": params.spread})
     print("## Calibration (parameters)\n\n```\n" + json.dumps(calibration, indent=1, sort_keys=True) + "\n```\n")
-    print("## Leave-one-model-out\n\n| model | board | published ms | estimate ms | error | inside range |\n|---|---|---|---|---|---|")
-    for r in loo:
-        f = math.exp(spread)
-        print("| {} | {} | {} | {:.2f} | {:+.0%} | {} |".format(r["model"], r["board"], r["measured_ms"], r["estimate_ms"],
-                                                            r["error"], "yes" if r["estimate_ms"] / f <= r["measured_ms"]
-                                                            <= r["estimate_ms"] * f else "no"))
-    print("\nstatistics (the range at the leave-one-out spread, x{:.2f}):".format(math.exp(2 * spread)),
-          json.dumps(goal_statistics(loo, spread)))
-    print("\n## Independent check (torch2trt tables, never fitted)\n\n| model | board | published ms | estimate ms | "
-          "error | inside range |\n|---|---|---|---|---|---|")
-    for r in check:
-        f = math.exp(r["spread"])
-        print("| {} | {} | {} | {:.2f} | {:+.0%} | {} |".format(r["model"], r["board"], r["measured_ms"], r["estimate_ms"],
-                                                            r["error"], "yes" if r["estimate_ms"] / f <= r["measured_ms"]
-                                                            <= r["estimate_ms"] * f else "no"))
+    print("## Leave-one-model-out (within each architecture group)\n")
+    print(_markdown_rows(loo, lambda r: spread[r["board"]]))
+    print("\nstatistics all groups (range x{:.2f}):".format(math.exp(2 * spread["jetson_nano"])),
+          json.dumps(goal_statistics(loo, spread["jetson_nano"])))
+    for arch, members in GROUPS.items():
+        rows = [r for r in loo if r["board"] in members]
+        if rows:
+            print("\nstatistics {} (range x{:.2f}):".format(arch, math.exp(2 * spread[members[0]])),
+                  json.dumps(goal_statistics(rows, spread[members[0]])))
+    print("\n## Independent check (torch2trt tables, never fitted)\n")
+    print(_markdown_rows(check, lambda r: r["spread"]))
     for board in ("jetson_nano", "agx_xavier", None):
-        rows = [r for r in check if board is None or r["board"] == board]
-        print("\nstatistics {}:".format(board or "both"), json.dumps(goal_statistics(rows, rows[0]["spread"])))
+        for unseen in (False, True):
+            rows = [r for r in check if (board is None or r["board"] == board) and not (unseen and r["seen"])]
+            if rows:
+                print("\nstatistics {}{}:".format(board or "both", " (without the models the call time came from)"
+                                                  if unseen else ""),
+                      json.dumps(goal_statistics_mixed(rows)))
+    print("\n## TF-TRT on the TX2 (TensorRT 3/4, not fitted): published (with TF-TRT's session run) vs the engine "
+          "estimate\n")
+    params, _ = board_params("jetson_tx2")
+    for point in points_of(TF_TRT_POINTS, tables):
+        est = predict_ms(point, facts_of("jetson_tx2"), params, overhead=False)
+        print("| {} | {} | {:.2f} | {:+.0%} |".format(point.model, point.ms, est, est / point.ms - 1))
+    print("\n## Orin Nano, JetPack 6.0 (before MAXN_SUPER): published vs the MAXN_SUPER estimate\n")
+    params, _ = board_params("orin_nano")
+    for point in points_of([(m, "orin_nano", "fp16", 1, ms, NETSPRESSO) for m, ms in
+                            NETSPRESSO_ORIN_NANO_JP60.items()], tables):
+        est = predict_ms(point, facts_of("orin_nano"), params, overhead=False)
+        print("| {} | {} | {:.2f} | {:+.0%} |".format(point.model, point.ms, est, est / point.ms - 1))
+
+
+def torch2trt_call_ms():
+    """(ms, models): torch2trt's figure times the PyTorch module's call (with its synchronize), not the engine
+    alone. Where torch2trt and NetsPresso (engine-only) measured the same model on the same board (ResNet-18/34/50
+    on the Nano and the AGX Xavier), the difference is that per-call time: its median is added to every engine
+    estimate compared with torch2trt, and the statistics are given again without those models."""
+    import statistics
+
+    engine = {(m, b): ms for m, b, _, _, ms, _ in CALIBRATION_POINTS}
+    pairs = [(m, ms - engine[(m + "_c3", b)]) for m, b, _, _, ms, _ in CHECK_POINTS if (m + "_c3", b) in engine]
+    print("torch2trt minus NetsPresso (ms):", [(m, round(d, 3)) for m, d in pairs], file=sys.stderr)
+    return statistics.median(d for _, d in pairs), {m for m, _ in pairs}
+
+
+def goal_statistics_mixed(rows):
+    """goal_statistics over rows whose boards may have different ranges (each row's own spread)."""
+    from pipeline.estimate.fit import goal_statistics
+
+    stats = goal_statistics(rows, rows[0]["spread"])
+    inside = sum(1 for r in rows if r["estimate_ms"] / math.exp(r["spread"]) <= r["measured_ms"]
+                 <= r["estimate_ms"] * math.exp(r["spread"]))
+    stats["inside_range"] = round(inside / len(rows), 4)
+    stats["range_ratio"] = round(max(math.exp(2 * r["spread"]) for r in rows), 3)
+    return stats
 
 
 def main(argv):
@@ -268,7 +375,7 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     if argv[0] == "tables":
-        names = argv[1:] or sorted({p[0] for p in CALIBRATION_POINTS + CHECK_POINTS})
+        names = argv[1:] or sorted({p[0] for p in CALIBRATION_POINTS + TF_TRT_POINTS + CHECK_POINTS})
         build_tables(names)
     else:
         run_fit()

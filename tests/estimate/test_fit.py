@@ -53,3 +53,40 @@ def test_spread_and_goal_statistics():
     assert stats["inside_range"] == 0.8 and stats["range_ratio"] == pytest.approx(1.69, abs=1e-3)
     assert spread_from([]) == MAX_SPREAD and spread_from([{"error": 0.0}]) == MIN_SPREAD
     assert spread_from([{"error": 9.0}]) == MAX_SPREAD  # never wider than 2.5x
+
+
+def test_overhead_is_fitted_only_on_the_figures_that_hold_one():
+    """Engine-only figures (overhead False) beside framework figures (TF-TRT's session run): the overhead is found
+    on the second kind alone, and the engine's parameters are still the ones that made the points."""
+    true = Params(TRUE.eff_conv, TRUE.eff_other, TRUE.eff_mem, TRUE.launch_us, 0.3, overhead_ms=GRID["overhead_ms"][7])
+    points = []
+    for i in range(5):
+        for framework in (True, False):
+            p = Point(model="m%d" % i, board="b", precision="fp16", batch=1, ms=1.0, layers=_model(i), overhead=framework)
+            p.ms = predict_ms(p, FACTS, true)
+            points.append(p)
+    assert points[0].ms == pytest.approx(points[1].ms + true.overhead_ms)
+    params = fit(points, lambda board: FACTS)
+    assert (params.eff_conv, params.eff_other, params.eff_mem, params.launch_us, params.overhead_ms) == \
+        (true.eff_conv, true.eff_other, true.eff_mem, true.launch_us, true.overhead_ms)
+
+
+def test_leave_one_out_leaves_out_the_model_family_from_every_source(monkeypatch):
+    """resnet50 from one source and resnet50_c3 (family resnet50) from another: judging one, neither is fitted."""
+    import pipeline.estimate.fit as fitmod
+
+    points = _points()
+    points.append(Point(model="m0_c3", board="b2", precision="fp16", batch=1, ms=points[0].ms, layers=_model(0),
+                        family="m0"))
+    fitted = []
+    real = fitmod.fit
+
+    def spy(rest, facts_of, *args, **kwargs):
+        fitted.append({p.model for p in rest})
+        return real(rest, facts_of, *args, **kwargs)
+
+    monkeypatch.setattr(fitmod, "fit", spy)
+    rows = leave_one_out(points, lambda board: FACTS)
+    assert [r["model"] for r in rows] == ["m0", "m1", "m2", "m3", "m4", "m0_c3"]
+    assert "m0_c3" not in fitted[0] and "m0" not in fitted[5]
+    assert "m0_c3" in fitted[1] and "m0" in fitted[1]

@@ -27,12 +27,37 @@ def test_shipped_fit_is_the_fit_of_the_calibration_points():
     script = _script()
     tables = json.loads((targets_dir() / "estimate" / "layer_tables.json").read_text())
     points = script.points_of(script.CALIBRATION_POINTS, tables)
-    assert points and all(p.source != script.T2T_NANO and p.source != script.T2T_XAVIER for p in points)
-    rows = leave_one_out(points, script.facts_of)
-    assert len(rows) == len(points)
+    assert points and all(p.source not in (script.T2T_NANO, script.T2T_XAVIER) for p in points)
     expected = fit(points, script.facts_of, MAX_SPREAD).to_dict()
     default = shipped()["default"]
     assert {k: default[k] for k in expected} == pytest.approx(expected)
-    assert math.exp(2 * default["spread"]) == pytest.approx(2.5)  # transferred to a board without figures
+    assert math.exp(2 * default["spread"]) == pytest.approx(2.5)  # transferred to a board in no group
+    boards, rows = script.group_fit(points)
+    assert len(rows) == len(points)  # every point judged leave-one-model-out within its group
+    spread = spread_from(rows)
     for board, entry in shipped()["boards"].items():
-        assert entry["spread"] == pytest.approx(spread_from([r for r in rows if r["board"] == board]))
+        members = next(m for m in script.GROUPS.values() if board in m)
+        mine = [p for p in points if p.board in members]
+        again = fit(mine, script.facts_of, spread).to_dict()
+        assert {k: entry[k] for k in again} == pytest.approx(again)
+        assert entry == boards[board]
+
+
+def test_every_board_of_a_fitted_architecture_shares_its_fit():
+    """Xavier NX and AGX Xavier (Volta) get one fit; the Orin NX (no figures) gets the Ampere boards' fit."""
+    boards = shipped()["boards"]
+    assert boards["orin_nx"]["eff_conv"] == boards["agx_orin"]["eff_conv"]
+    assert boards["xavier_nx"] == boards["agx_xavier"]
+    assert "Ampere" in boards["orin_nx"]["basis"] and "none of this board" in boards["orin_nx"]["basis"]
+    assert boards["jetson_nano"]["group"] != boards["agx_xavier"]["group"]
+
+
+def test_engine_only_figures_carry_no_fitted_overhead():
+    """A per-call overhead is fitted only for figures that hold one (a framework's session run): NetsPresso's
+    engine-only latencies get none, so it never stands in for the engine's own time."""
+    script = _script()
+    tables = json.loads((targets_dir() / "estimate" / "layer_tables.json").read_text())
+    points = script.points_of(script.CALIBRATION_POINTS, tables)
+    assert points and not any(p.overhead for p in points)
+    tf_trt = script.points_of(script.TF_TRT_POINTS, tables)
+    assert tf_trt and all(p.overhead for p in tf_trt)
