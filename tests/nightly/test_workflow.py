@@ -218,6 +218,9 @@ class Night:
         raise AssertionError("expression not handled by this test: " + path)
 
     def evaluate(self, text):
+        if text.strip() == "toJSON(steps)":  # GitHub's steps context: every step with an id that ran or was skipped
+            return json.dumps({sid: {"outcome": v["outcome"], "conclusion": v["outcome"], "outputs": v["outputs"]}
+                               for sid, v in self.steps.items()}, indent=2)
         py = text.replace("!cancelled()", "True").replace("always()", "True").replace("&&", " and ")
         py = py.replace("||", " or ")
         py = re.sub(r"!(?!=)", " not ", py)
@@ -392,6 +395,23 @@ def test_a_failed_night_is_recorded_flagged_and_never_the_baseline(farm):
     assert "Regression gate" in failed_steps(broken)
     assert "2026-11-02" in (farm.home / "jetson_nano" / "baseline" / "run.json").read_text()
     assert len(history(farm.home, "jetson_nano")) == 2
+
+
+@pytest.mark.slow
+def test_the_report_says_job_failed_from_the_steps_it_is_given(farm):
+    """H6 / issue 28 item 4: the Report step runs after Keep tonight and hands deploy report the job's step
+    outcomes (toJSON(steps) through --steps): a night whose on-board tests failed opens its page and its job
+    summary with JOB FAILED naming the step, before the figures' verdict. Old: no --steps, the figures alone."""
+    n = farm("jetson_tx2", 1, outcomes={"onboard": "failure"})
+    assert "Report" not in failed_steps(n), n.logs.get("Report")
+    reports = farm.home.parent / "jetson_tx2" / "reports"
+    steps = json.loads((reports / "steps.json").read_text())
+    assert steps["onboard"]["outcome"] == "failure" and steps["keep"]["outcome"] == "success"
+    page = (reports / "report.html").read_text()
+    assert "JOB FAILED" in page and "onboard: failure" in page
+    summary = n.summary.read_text()
+    assert "**job: FAILED**" in summary and "onboard: failure" in summary
+    assert summary.index("**job: FAILED**") < summary.index("runs on jetson_tx2")
 
 
 @pytest.mark.slow
