@@ -146,3 +146,58 @@ def test_fold_constants_near_miss_a_constant_behind_a_control_edge_on_the_input(
     receipt = apply_passes(tf_graph, graph_io(tf_graph, path), ["fold_constants"], {}, samples, 1e-6)
     assert receipt[0]["sites"] == ["scale"]
     assert tf_graph.node("gated").op == "Identity" and tf_graph.node("scale").op == "Const"
+
+
+def _v1_graph(build, path):
+    """A tf.compat.v1 graph with TF1 control flow (Switch/Merge conds) built by ``build(t, x)``, written
+    unfrozen (it holds no variables); control flow v2 comes back on after."""
+    import numpy as np
+
+    from pipeline.tf import import_tf
+
+    t = import_tf()
+    v1 = t.compat.v1
+    v1.disable_control_flow_v2()
+    try:
+        graph = t.Graph()
+        with graph.as_default():
+            x = v1.placeholder(t.float32, [None, 4], name="input")
+            t.identity(build(t, v1, np, x), name="output")
+    finally:
+        v1.enable_control_flow_v2()
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    return path
+
+
+def _fold(path):
+    import numpy as np
+
+    from pipeline.rewrite.apply import apply_passes, graph_io
+
+    graph = TFGraph.load(path)
+    samples = np.random.RandomState(0).uniform(-1, 1, (4, 4)).astype("float32")
+    return graph, apply_passes(graph, graph_io(graph, path, ["output"]), ["fold_constants"], {}, samples, 1e-6)[0]
+
+
+def test_fold_constants_folds_a_constant_cond_to_its_merge(tmp_path):
+    def build(t, v1, np, x):
+        four = t.constant(np.full([4], 4.0, "float32"))
+        return x * v1.cond(t.constant(False), lambda: four * 3.0, lambda: t.math.rsqrt(four), name="pick")
+
+    graph, receipt = _fold(_v1_graph(build, tmp_path / "cond.pb"))
+    assert "pick/Merge" in receipt["sites"] and graph.node("pick/Merge").op == "Const"
+    assert receipt["ops"]["Merge"] == -1 and receipt["comparison"]["max_abs_diff"] == 0.0
+
+
+def test_fold_constants_near_miss_a_dead_branch_and_a_second_output(tmp_path):
+    """rsqrt(constant) inside the branch a constant False never takes has no value to fetch; a constant
+    Split's second output cannot be read from a one-output Const: both left as they are."""
+    def build(t, v1, np, x):
+        four = t.constant(np.full([4], 4.0, "float32"))
+        dead = v1.cond(t.constant(False), lambda: t.math.rsqrt(four, name="scale") * x, lambda: x * 2.0, name="pick")
+        a, b = t.split(t.constant(np.arange(8, dtype="float32")), 2, name="halves")
+        return dead + x * a + x * b
+
+    graph, receipt = _fold(_v1_graph(build, tmp_path / "near.pb"))
+    assert graph.node("pick/scale").op == "Rsqrt" and graph.node("halves").op == "Split"
+    assert not {"pick/scale", "halves"} & set(receipt["sites"])

@@ -12,6 +12,7 @@ FRAME_OPS = ("Enter", "RefEnter", "Exit", "RefExit", "Switch", "RefSwitch", "Mer
 FUNCTIONAL_OPS = ("While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase",
                   "PartitionedCall", "StatefulPartitionedCall")
 CONTROL_FLOW_OPS = FRAME_OPS + FUNCTIONAL_OPS
+LOOP_OPS = ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration", "LoopCond")
 
 
 def readers(graph):
@@ -37,15 +38,17 @@ def _reach(seeds, readers, stop=lambda name: False):
     return seen
 
 
-def frame_nodes(graph):
-    """Names of the nodes inside a loop or cond frame: reached (data or control edges) from an Enter
-    or a Switch, up to the Exit / Merge that leaves it (those included)."""
+def frame_nodes(graph, seeds=("Enter", "RefEnter", "Switch", "RefSwitch"),
+                leaves=("Exit", "RefExit", "Merge", "RefMerge")):
+    """Names of the nodes inside a loop frame or a cond branch: reached (data or control edges) from
+    an Enter or a Switch, up to the Exit / Merge that leaves it (those included). ``seeds=("Enter",),
+    leaves=("Exit",)``: the loops only; ``seeds=("Switch",), leaves=("Merge",)``: the conds."""
     nodes = graph.nodes
-    seeds = [n.name for n in nodes.values() if n.op in ("Enter", "RefEnter", "Switch", "RefSwitch")]
-    if not seeds:
+    starts = [n.name for n in nodes.values() if n.op in seeds]
+    if not starts:
         return set()
-    leaves = {n.name for n in nodes.values() if n.op in ("Exit", "RefExit", "Merge", "RefMerge")}
-    return _reach(seeds, readers(graph), stop=leaves.__contains__)
+    ends = {n.name for n in nodes.values() if n.op in leaves}
+    return _reach(starts, readers(graph), stop=ends.__contains__)
 
 
 def feed_dependent(graph):

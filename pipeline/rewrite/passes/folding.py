@@ -14,37 +14,53 @@ def fold_constants(graph, options):
     while loop): TensorFlow could not run it without a feed, or the Const would leave its frame."""
     from pipeline.graph.analysis import constant_subgraph
 
-    folded = _feed_free(graph, constant_subgraph(view(graph)))
+    outputs = set(options.get("_outputs", ()))
+    folded = _feed_free(graph, constant_subgraph(view(graph)), outputs)
     if not folded:
         return []
     # evaluate only the frontier: folded nodes something non-folded reads (or an output)
-    outputs = set(options.get("_outputs", ()))
     frontier = sorted(n for n in folded if n in outputs or any(c.name not in folded for c in graph.consumers(n)))
     values = _evaluate(graph, frontier)
     for name in frontier:
         if name in values:
             graph.set_const(graph.node(name), values[name])
-    # a frontier node with no numpy value (a TensorList's variant) stays, and so do the nodes it reads
-    kept, stack = set(), [n for n in frontier if n not in values]
-    while stack:
-        name = stack.pop()
-        if name in folded and name not in kept:
-            kept.add(name)
-            stack.extend(split_tensor(t)[0] for t in graph.node(name).input)
-    return sorted(folded - kept)
+    # sites: the nodes replaced and the folded nodes nothing reads any more (a frontier node with no
+    # numpy value, a TensorList's variant, stays, and so do the nodes it reads)
+    from pipeline.rewrite.passes.control_flow import readers
+
+    read_by, gone = readers(graph), set(values)
+    while True:
+        more = {n for n in folded - gone if n not in outputs and all(r in gone for r in read_by.get(n, ()))}
+        if not more:
+            return sorted(gone)
+        gone |= more
 
 
-def _feed_free(graph, folded):
-    """``folded`` less what needs a feed, control flow and frame nodes, and then less every node one of
-    whose inputs (data or control) is neither a Const nor still folded, until nothing changes."""
-    from pipeline.rewrite.passes.control_flow import CONTROL_FLOW_OPS, feed_dependent, frame_nodes
+def _feed_free(graph, folded, outputs=()):
+    """``folded`` less what needs a feed, loops (their ops, their frames) and function calls; then, until
+    nothing changes, less every node one of whose inputs (data or control) is neither a Const nor
+    still folded, and every node that would be evaluated (read from outside, an output) although it
+    may not have a value: inside a cond branch (a constant predicate's dead side), or read at a port
+    other than 0 (a Const has one output). A constant cond's Merge still folds."""
+    from pipeline.rewrite.passes.control_flow import FUNCTIONAL_OPS, LOOP_OPS, feed_dependent, frame_nodes
 
     nodes = graph.nodes
-    unsafe = feed_dependent(graph) | frame_nodes(graph)
-    kept = {n for n in folded if n not in unsafe and nodes[n].op not in CONTROL_FLOW_OPS}
+    unsafe = feed_dependent(graph) | frame_nodes(graph, seeds=("Enter", "RefEnter"), leaves=("Exit", "RefExit"))
+    merges = {n.name for n in nodes.values() if n.op in ("Merge", "RefMerge")}
+    branches = frame_nodes(graph, seeds=("Switch", "RefSwitch"), leaves=("Merge", "RefMerge")) - merges
+    kept = {n for n in folded if n not in unsafe and nodes[n].op not in LOOP_OPS + FUNCTIONAL_OPS}
+    outputs = set(outputs)
     while True:
         lost = {n for n in kept if any(split_tensor(t)[0] not in kept and getattr(nodes.get(split_tensor(t)[0]), "op", None)
                                        != "Const" for t in nodes[n].input)}
+        for reader in nodes.values():
+            if reader.name in kept:
+                continue
+            for tensor in reader.input:
+                name, port = split_tensor(tensor)
+                if name in kept and (port > 0 or (port == 0 and name in branches)):  # -1: a control edge
+                    lost.add(name)
+        lost |= {n for n in kept & outputs if n in branches}
         if not lost:
             return kept
         kept -= lost
