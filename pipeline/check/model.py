@@ -3,8 +3,9 @@ is the caller's to ask (``predict=pipeline.rewrite.predict.predict_rewrite``: th
 check stage do): check/ never imports rewrite/, which builds on it.
 
 One model, one answer: where tf2onnx can run, a Keras file (.keras, .h5) or a SavedModel is frozen
-in the converter's worker (``convert_probe.freeze``: a SavedModel by deploy's freeze stage, a Keras
-file traced with training=False as deploy's Keras reader does) and that frozen graph is checked and
+in the converter's worker (``convert_probe.freeze``: a Keras file loaded in safe mode and traced with
+training=False as deploy's Keras reader does; a SavedModel by deploy's freeze stage, with --trust-model
+only: loading it runs its restore and init ops) and that frozen graph is checked and
 converted exactly as a frozen .pb would be; the report keeps the file's own path and format and says
 ``checked_as``. A model Keras's safe mode will not load in the worker is read the way it always is.
 """
@@ -46,7 +47,7 @@ def check_model(path, target, routes=None, signature="serving_default", convert=
             if converting and _freezable(Path(path)):
                 frozen = convert_probe.frozen_ahead(path, signature)
                 if frozen is None:
-                    with progress.step("freezing {} in TensorFlow (deploy's freeze stage)".format(label)):
+                    with progress.step("freezing {} in TensorFlow for tf2onnx".format(label)):
                         frozen = convert_probe.freeze(path, signature, convert_timeout)
                 if frozen[0]:
                     source, frozen_from = frozen[0], _model_format(Path(path))
@@ -87,8 +88,13 @@ def converter_opset(target):
 
 
 def _freezable(path):
+    """A Keras file (loaded in Keras's safe mode: no code of the file runs), or a SavedModel when trusted:
+    loading a SavedModel in TensorFlow runs its restore and (TF1) init ops, which deploy check does not run
+    in a file nobody vouched for (--trust-model)."""
+    from pipeline.tf.screen import trusted
+
     return path.suffix.lower() in FREEZABLE_SUFFIXES and path.is_file() or (
-        path.is_dir() and any((path / name).is_file() for name in ("saved_model.pb", "saved_model.pbtxt")))
+        trusted() and path.is_dir() and any((path / name).is_file() for name in ("saved_model.pb", "saved_model.pbtxt")))
 
 
 def _model_format(path):

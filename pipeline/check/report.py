@@ -81,8 +81,9 @@ def predicted_label(report):
         else:
             why = "TensorFlow or tf2onnx is not installed: install deploy[tf] for tf2onnx's real answer"
     elif "converts the frozen graph" in note:
-        why = "{}: freeze it (deploy run's freeze stage) and check the .pb for tf2onnx's real answer".format(
-            note.split("; ", 1)[-1])
+        why = "{}: freeze it (deploy run's freeze stage) and check the .pb for tf2onnx's real answer{}".format(
+            note.split("; ", 1)[-1], ", or pass --trust-model to let deploy check load and freeze it"
+            if report.model.get("format") == "saved_model" else "")
     else:
         why = "tf2onnx did not answer ({})".format(note)
     return " (predicted, tf2onnx not run: {})".format(why)

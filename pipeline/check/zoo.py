@@ -174,7 +174,9 @@ def _converts(item):
         return False
     p = Path(path)
     if p.is_dir():
-        return _is_saved_model(p)
+        from pipeline.tf.screen import trusted
+
+        return _is_saved_model(p) and trusted()  # see check.model._freezable
     return p.suffix.lower() in (".pb", ".pbtxt", ".keras", ".h5", ".hdf5") and p.is_file() \
         and p.name not in SAVED_MODEL_FILES
 
