@@ -45,7 +45,8 @@ def _params(entry, where):
     if not all(0 < values[k] <= 1.0 for k in ("eff_conv", "eff_other", "eff_mem")) or values["launch_us"] < 0 \
             or not 0 <= values["spread"] < 5:
         raise DeployError("{}: calibration values out of range (efficiencies in (0, 1], launch_us >= 0)".format(where))
-    return Params(overhead_ms=float(entry.get("overhead_ms") or 0.0), **values)
+    return Params(overhead_ms=float(entry.get("overhead_ms") or 0.0), k_half=float(entry.get("k_half") or 0.0),
+                  **values)
 
 
 def _load(path):

@@ -14,10 +14,10 @@ range is never wider than 2.5x. With one point there is nothing to leave out: ``
 import math
 from dataclasses import dataclass, field
 
-from pipeline.estimate.roofline import BYTES, TENSOR_KINDS, Params, peaks
+from pipeline.estimate.roofline import BYTES, TENSOR_KINDS, Params, peaks, reduction_length
 
 GRID = {
-    "eff_conv": [0.04 * 1.2 ** i for i in range(19)],  # 0.04 .. 1.06
+    "eff_conv": [0.04 * 1.2 ** i for i in range(18)] + [1.0],  # 0.04 .. 0.89, 1
     "eff_other": [0.002 * 1.3 ** i for i in range(22)],  # 0.002 .. 0.49
     # a physical prior: large streaming copies reach at least half the data-sheet bandwidth; a lower fitted value
     # (0.25 on the Nano) stood in for per-layer costs of small layers and made memory-heavy models 1.5x too slow
@@ -25,6 +25,8 @@ GRID = {
     "launch_us": [0, 1, 2, 4, 7, 10, 15, 20, 30, 45, 60, 90, 130],
     # per call, outside the engine (a framework's session run, input copies): fitted, never estimated
     "overhead_ms": [0, 0.1, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8],
+    # the reduction length at which a conv or matmul runs at half its efficiency (0: K does not matter)
+    "k_half": [0, 16, 32, 64, 128, 256, 512],
 }
 MIN_SPREAD, MAX_SPREAD = math.log(1.15), math.log(2.5) / 2
 
@@ -54,29 +56,34 @@ def _arrays(point, facts):
     size = BYTES[point.precision]
     known = [layer for layer in point.layers if layer.known]
     conv = np.array([layer.flops * point.batch / conv_peak if layer.kind in TENSOR_KINDS else 0.0 for layer in known])
+    # the extra conv time per unit of k_half: flops / K (roofline.k_factor)
+    short = np.array([c / reduction_length(layer) if c and reduction_length(layer) > 0 else 0.0
+                      for c, layer in zip(conv, known)])
     other = np.array([0.0 if layer.kind in TENSOR_KINDS else layer.flops * point.batch / other_peak for layer in known])
     memory = np.array([(layer.weights + (layer.reads + layer.writes) * point.batch) * size / bandwidth
                        for layer in known])
-    return conv, other, memory, len(known)
+    return conv, short, other, memory, len(known)
 
 
-def _grid_errors(points, facts_of, overhead_grid):
-    """Squared log errors summed over ``points`` for every grid cell: an array [conv, other, mem, launch]."""
+def _grid_errors(points, facts_of, overhead_grid, k_grid):
+    """Squared log errors summed over ``points`` for every grid cell: [conv, other, mem, k_half, launch, overhead]."""
     import numpy as np
 
     ec = np.array(GRID["eff_conv"])[:, None, None, None]
     eo = np.array(GRID["eff_other"])[None, :, None, None]
     em = np.array(GRID["eff_mem"])[None, None, :, None]
+    kh = np.array(k_grid, dtype=float)[None, None, None, :]
     launch = np.array(GRID["launch_us"]) * 1e-6
     overhead = np.array(overhead_grid) * 1e-3
-    total = np.zeros((len(GRID["eff_conv"]), len(GRID["eff_other"]), len(GRID["eff_mem"]), len(launch), len(overhead)))
+    shape = (len(GRID["eff_conv"]), len(GRID["eff_other"]), len(GRID["eff_mem"]), len(k_grid))
+    total = np.zeros(shape + (len(launch), len(overhead)))
     for point in points:
-        conv, other, memory, count = _arrays(point, facts_of(point.board))
-        work = np.zeros(total.shape[:3] + (1,))
-        for c, o, m in zip(conv, other, memory):
-            work += np.maximum(c / ec + o / eo, m / em)
-        seconds = work[..., None] + (launch * count)[None, None, None, :, None] \
-            + (overhead if point.overhead else overhead * 0)[None, None, None, None, :]
+        conv, short, other, memory, count = _arrays(point, facts_of(point.board))
+        work = np.zeros(shape)
+        for c, s, o, m in zip(conv, short, other, memory):
+            work += np.maximum((c + s * kh) / ec + o / eo, m / em)
+        seconds = work[..., None, None] + (launch * count)[None, None, None, None, :, None] \
+            + (overhead if point.overhead else overhead * 0)[None, None, None, None, None, :]
         total += (np.log(seconds * 1e3) - math.log(point.ms)) ** 2
     return total
 
@@ -89,10 +96,11 @@ def fit(points, facts_of, spread=MAX_SPREAD, overhead=True):
     if not points:
         raise ValueError("fit needs at least one measured point")
     overhead_grid = GRID["overhead_ms"] if overhead else [0.0]
-    errors = _grid_errors(points, facts_of, overhead_grid)
-    i, j, k, m, n = np.unravel_index(int(np.argmin(errors)), errors.shape)
+    errors = _grid_errors(points, facts_of, overhead_grid, GRID["k_half"])
+    i, j, k, q, m, n = np.unravel_index(int(np.argmin(errors)), errors.shape)
     return Params(eff_conv=GRID["eff_conv"][i], eff_other=GRID["eff_other"][j], eff_mem=GRID["eff_mem"][k],
-                  launch_us=float(GRID["launch_us"][m]), spread=spread, overhead_ms=float(overhead_grid[n]))
+                  launch_us=float(GRID["launch_us"][m]), spread=spread, overhead_ms=float(overhead_grid[n]),
+                  k_half=float(GRID["k_half"][q]))
 
 
 def predict_ms(point, facts, params, overhead=True):

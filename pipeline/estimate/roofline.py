@@ -1,6 +1,6 @@
 """A roofline per engine layer: its time from its arithmetic or from the bytes it moves, plus a launch cost.
 
-    t(layer) = max(flops * batch / (peak[precision, kind] * eff[kind]),
+    t(layer) = max(flops * batch / (peak[precision, kind] * eff[kind]) [* (1 + k_half / K) for conv, matmul],
                    bytes / (bandwidth * eff_mem)) + launch
     latency = sum of t over the layers;  throughput = batch / latency
 
@@ -28,10 +28,25 @@ class Params:
     launch_us: float  # per layer
     spread: float  # the range: estimate / e**spread .. estimate * e**spread (log half-width)
     overhead_ms: float = 0.0  # per call outside the engine in the figures fitted: never part of an estimate
+    k_half: float = 0.0  # a conv or matmul's reduction length K at which it runs at half of eff_conv
 
     def to_dict(self):
         return {"eff_conv": self.eff_conv, "eff_other": self.eff_other, "eff_mem": self.eff_mem,
-                "launch_us": self.launch_us, "spread": self.spread, "overhead_ms": self.overhead_ms}
+                "launch_us": self.launch_us, "spread": self.spread, "overhead_ms": self.overhead_ms,
+                "k_half": self.k_half}
+
+
+def reduction_length(layer):
+    """K of a convolution or matrix product seen as a GEMM (kh * kw * C_in, or the dense layer's inputs): its
+    FLOPs per image over twice the outputs it writes. A short K (a 1x1 convolution of few channels) keeps the
+    multipliers busy for less of each output tile's loads and stores than a long one (a 3x3 of 512)."""
+    return layer.flops / (2.0 * layer.writes) if layer.writes else 0.0
+
+
+def k_factor(layer, k_half):
+    """How much slower than eff_conv a conv or matmul runs for its K: 1 + k_half / K."""
+    k = reduction_length(layer)
+    return 1.0 + k_half / k if k_half and k > 0 else 1.0
 
 
 def peaks(facts, precision):
@@ -53,7 +68,7 @@ def layer_times(layers, facts, params, precision, batch):
             out.append((0.0, 0.0, 0.0))
             continue
         if layer.kind in TENSOR_KINDS:
-            compute = layer.flops * batch / (conv_peak * params.eff_conv)
+            compute = layer.flops * batch / (conv_peak * params.eff_conv) * k_factor(layer, params.k_half)
         else:
             compute = layer.flops * batch / (other_peak * params.eff_other)
         moved = (layer.weights + (layer.reads + layer.writes) * batch) * size

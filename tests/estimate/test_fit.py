@@ -90,3 +90,19 @@ def test_leave_one_out_leaves_out_the_model_family_from_every_source(monkeypatch
     assert [r["model"] for r in rows] == ["m0", "m1", "m2", "m3", "m4", "m0_c3"]
     assert "m0_c3" not in fitted[0] and "m0" not in fitted[5]
     assert "m0_c3" in fitted[1] and "m0" in fitted[1]
+
+
+def test_fit_recovers_k_half_from_models_of_short_and_long_reductions():
+    """Points made with k_half 64 on models mixing 1x1 (K 64) and 3x3 (K 2304) convolutions: the fit finds it."""
+    from dataclasses import replace
+
+    true = replace(TRUE, k_half=float(GRID["k_half"][3]))
+    points = []
+    for i in range(5):
+        layers = _model(i) + [Layer("k1", "conv", flops=2 * 64 * 2e6 * (5 - i), writes=2e6 * (5 - i)),
+                              Layer("k3", "conv", flops=2 * 2304 * 2e5 * (i + 1), writes=2e5 * (i + 1))]
+        p = Point(model="m%d" % i, board="b", precision="fp16", batch=1, ms=1.0, layers=layers)
+        p.ms = predict_ms(p, FACTS, true)
+        points.append(p)
+    params = fit(points, lambda board: FACTS)
+    assert (params.eff_conv, params.k_half, params.launch_us) == (true.eff_conv, true.k_half, true.launch_us)

@@ -44,3 +44,22 @@ def test_fp32_on_a_tensor_core_board_uses_the_cuda_peak():
     conv = Layer("c", "conv", flops=1e9)
     (compute, _, _), = layer_times([conv], FACTS, PARAMS, "fp32", 1)
     assert compute == pytest.approx(1e9 / (1e12 * 0.5))
+
+
+def test_a_short_reduction_runs_slower_per_flop_than_a_long_one():
+    """K = flops / (2 * writes): a 1x1 convolution of 64 channels (K 64) at k_half 64 takes twice its time at
+    k_half 0; a 3x3 of 512 channels (K 4608) barely moves; a pooling layer is never touched."""
+    from dataclasses import replace
+
+    from pipeline.estimate.roofline import reduction_length
+
+    short = Layer("s", "conv", flops=2 * 64 * 1e5, writes=1e5)  # K = 64
+    long = Layer("l", "conv", flops=2 * 4608 * 1e5, writes=1e5)  # K = 4608
+    pool = Layer("p", "pool", flops=1e6, reads=1e6, writes=1e5)
+    assert reduction_length(short) == pytest.approx(64) and reduction_length(long) == pytest.approx(4608)
+    slow = replace(PARAMS, k_half=64.0)
+    before = layer_times([short, long, pool], FACTS, PARAMS, "fp16", 1)
+    after = layer_times([short, long, pool], FACTS, slow, "fp16", 1)
+    assert after[0][0] == pytest.approx(2 * before[0][0])
+    assert after[1][0] == pytest.approx(before[1][0] * (1 + 64 / 4608))
+    assert after[2] == before[2]
