@@ -3,8 +3,8 @@
     params, basis = board_params("jetson_tx2")   # Params, "fitted on 7 published ... (docs/estimate.md)"
 
 The shipped fit is ``targets/estimate/calibration.json`` (written by scripts/bench/estimate_calibrate.py):
-per board the parameters fitted to that board's published TensorRT latencies, and ``default``, the fit
-over every board's figures, for boards no figure was published for (its efficiencies are fractions of
+per board the parameters fitted to the published TensorRT latencies of its GPU architecture's boards
+(``basis`` says which), and ``default``, the fit over every board's figures, for a board in no group (its efficiencies are fractions of
 each board's own data-sheet peaks). ``deploy estimate --calibrate RUN...`` writes the user's refit to
 ``$DEPLOY_ESTIMATE_DIR/<target>.json`` (default ``~/.config/deploy/estimate/``); a user file, when there
 is one, is used instead and the estimate says so. Nothing here writes into targets/.

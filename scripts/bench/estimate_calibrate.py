@@ -10,10 +10,11 @@ Keras code after torchvision's definitions), strips the weights' values (their s
 frozen graph with deploy's own reader into engine layers (pipeline.estimate.layers), stored in
 ``targets/estimate/layer_tables.json`` so the fit and the tests need no TensorFlow.
 
-``fit`` fits the parameters to the CALIBRATION figures (per board with figures, and ``default`` over
-all of them for the boards without), writes ``targets/estimate/calibration.json``, and prints the
-leave-one-model-out table and the independent check against torch2trt's tables (CHECK: never fitted)
-as markdown for docs/estimate.md.
+``fit`` fits the parameters to the CALIBRATION figures per GPU architecture (GROUPS: every board of an
+architecture gets its fit; ``default`` over all of them for a board in no group), writes
+``targets/estimate/calibration.json``, and prints the leave-one-model-out table and the independent check
+against torch2trt's tables (CHECK: never fitted; torch2trt's per-call time derived from the models it
+shares with NetsPresso) as markdown for docs/estimate.md.
 """
 
 import json
