@@ -37,10 +37,11 @@ ul.findings{margin:4px 0 8px 18px;padding:0}ul.findings li{margin:2px 0}
 #verdict .board{font-size:14px;color:#333}#verdict p{margin:4px 0}#verdict ul{margin:4px 0 4px 18px;padding:0}
 #verdict.v-pass{background:#e6f5e9;border-left-color:#2a9a47}.v-pass .word{color:#17622a}
 #verdict.v-regression{background:#fde8e8;border-left-color:#c62828}.v-regression .word{color:#9b1c1c}
-#verdict.v-not-comparable,#verdict.v-no-data{background:#fff1d6;border-left-color:#d08a00}.v-not-comparable .word,.v-no-data .word{color:#7a4b00}
+#verdict.v-not-comparable,#verdict.v-no-data,#verdict.v-suspect,#verdict.v-throttled{background:#fff1d6;border-left-color:#d08a00}
+.v-not-comparable .word,.v-no-data .word,.v-suspect .word,.v-throttled .word{color:#7a4b00}
 #verdict.v-none{background:#eef0f3;border-left-color:#8a929c}.v-none .word{color:#444}
 table.gate td:nth-child(4),table.gate td:nth-child(6),table.gate td.num{white-space:nowrap}
-table.gate tr.row-regression td{background:#fdf0f0}table.gate tr.row-not-compared td{background:#fff8e8}.noisy{color:#7a4b00}
+table.gate tr.row-regression td{background:#fdf0f0}table.gate tr.row-not-compared td,table.gate tr.row-suspect td{background:#fff8e8}.noisy{color:#7a4b00}
 """ + first_screen.CSS
 
 

@@ -7,8 +7,9 @@ from pipeline.report.plots import cached_svg
 
 STATUS_CLASS = {"ran": "ok", "cached": "muted", "done": "ok", "pending": "warn", "skipped": "muted", "failed": "bad",
                 "not run": "bad"}
-ROW_CLASS = {"regression": "bad", "not compared": "warn", "noise": "muted", "improved": "ok", "ok": "ok"}
-VERDICT_WORD = {"pass": "PASS", "regression": "REGRESSION", "not comparable": "NOT COMPARABLE", "no data": "NO DATA"}
+ROW_CLASS = {"regression": "bad", "suspect": "warn", "not compared": "warn", "noise": "muted", "improved": "ok", "ok": "ok"}
+VERDICT_WORD = {"pass": "PASS", "suspect": "SUSPECT", "throttled": "THROTTLED", "regression": "REGRESSION",
+                "not comparable": "NOT COMPARABLE", "no data": "NO DATA"}
 
 
 def esc(value):

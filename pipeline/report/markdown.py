@@ -143,7 +143,7 @@ def _verdict_lines(run, gate, job=None):
     if job and job["failed"]:
         out += ["the figures' verdict alone: the job failed", ""]
     out += ["- {}".format(_text(r)) for r in gatelib.other_reasons(gate)]
-    bad = [r for r in gate["rows"] if r["status"] in ("regression", "not compared")]
+    bad = [r for r in gate["rows"] if r["status"] in ("regression", "suspect", "not compared")]
     if bad:
         out += [""] + _table(["figure", "batch", "reference", "tonight", "change", "verdict", "why"], [
             [gatelib.figure_label(r), fmt(r["batch_size"]), fmt(r["reference"] if r["reference"] is not None else r["raw_baseline"], 4),

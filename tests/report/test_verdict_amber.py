@@ -19,7 +19,6 @@ THROTTLED_REASON = ("throttled: batch 1: the GPU clock moved from 1300 to 854 MH
                     "the night is kept, out of the reference)")
 # the lead applies H9's patch to html_parts.py / html.py / markdown.py (files H9 does not own); until then these
 # assertions fail, and strict xfail turns into a failure the day they pass: then take the marker out
-NEEDS_PATCH = pytest.mark.xfail(strict=True, reason="amber needs the html_parts/html/markdown patch in H9's report")
 
 
 def amber_night(folder, verdict):
@@ -79,7 +78,6 @@ def test_the_summary_names_the_verdict_never_pass_nor_regression(tmp_path, verdi
     assert "not a verdict deploy knows" not in summary
 
 
-@NEEDS_PATCH
 @pytest.mark.parametrize("verdict", ["suspect", "throttled"])
 def test_the_verdict_panel_is_amber(tmp_path, verdict):
     page = write_report(amber_night(tmp_path / "night", verdict)).read_text()
@@ -90,7 +88,6 @@ def test_the_verdict_panel_is_amber(tmp_path, verdict):
     assert css_rule(page, ".v-{} .word".format(verdict))["color"] == css_rule(page, ".warn")["color"]
 
 
-@NEEDS_PATCH
 def test_a_suspect_figure_is_an_amber_row_and_listed_in_the_summary(tmp_path):
     run = amber_night(tmp_path / "night", "suspect")
     page = write_report(run).read_text()
@@ -100,7 +97,6 @@ def test_a_suspect_figure_is_an_amber_row_and_listed_in_the_summary(tmp_path):
     assert re.search(r"\| p50 latency \| 1 \|.*\| suspect \| beyond the band tonight", summary)
 
 
-@NEEDS_PATCH
 def test_the_summary_says_throttled_in_capitals(tmp_path):
     assert "**gate: THROTTLED** (throttled)" in markdown_report(amber_night(tmp_path / "night", "throttled"))
 
@@ -109,7 +105,6 @@ CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) 
 AMBER, GREEN, RED = (0xFF, 0xF1, 0xD6), (0xE6, 0xF5, 0xE9), (0xFD, 0xE8, 0xE8)  # the panel backgrounds of html.py's CSS
 
 
-@NEEDS_PATCH
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")
 @pytest.mark.parametrize("verdict", ["suspect", "throttled"])
