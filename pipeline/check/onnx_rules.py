@@ -114,6 +114,24 @@ def _opset_findings(opset, target):
     return []
 
 
+def _from_tf_loop(body):
+    """Whether a Loop body is tf2onnx's conversion of a TensorFlow while loop (a Keras recurrent layer):
+    its nodes keep the TF names (``.../while/...``) or are TensorList ops tf2onnx left unconverted."""
+    return body is not None and any("/while/" in n.name or n.op_type.startswith("TensorList") for n in body.node)
+
+
+def _recurrent_fix(op, in_tf_loop):
+    """The control_flow family's fix (Keras ``LSTM/GRU/SimpleRNN(unroll=True)`` over a fixed sequence
+    length; ``tf.compat.v1.nn.static_rnn`` in TF 1.x) for an op of a TensorFlow loop, else None."""
+    from pipeline.targets.families import families, family_of
+
+    family = family_of(op)
+    if not in_tf_loop and (family is None or family.name != "control_flow"):
+        return None
+    family = next(f for f in families() if f.name == "control_flow")
+    return family.fix.format(boundary="the loop")
+
+
 class _Rules(TypeRules):
     def __init__(self, table, target, opset, plugins, known_plugins, out):
         self.table, self.target, self.opset = table, target, opset
@@ -125,6 +143,7 @@ class _Rules(TypeRules):
         self.quantized = set(table.quantized_types or ())
         self.io_only = set(table.io_only_types or ())
         self.types_cache = {}
+        self.tf_loop = False  # walking the body of a Loop tf2onnx made from a TensorFlow while loop
 
     # -- graphs ------------------------------------------------------------------------------------
 
@@ -145,12 +164,15 @@ class _Rules(TypeRules):
             names[name] = True
             path = prefix + name
             self.node(node, path, scope, check_op=not main or top_level)
+            outer_loop = self.tf_loop
             for attr in node.attribute:
+                self.tf_loop = outer_loop or (node.op_type == "Loop" and _from_tf_loop(attr.g))
                 if attr.type == onnx.AttributeProto.GRAPH:
                     self.graph(attr.g, scope, "{}/{}/".format(path, attr.name))
                 elif attr.type == onnx.AttributeProto.GRAPHS:
                     for i, g in enumerate(attr.graphs):
                         self.graph(g, scope, "{}/{}[{}]/".format(path, attr.name, i))
+            self.tf_loop = outer_loop
 
     def node(self, node, path, scope, check_op):
         op, table = node.op_type, self.table
@@ -191,10 +213,12 @@ class _Rules(TypeRules):
             return False
         entry = self.table.lookup(op)
         reason = getattr(entry, "reason", None)
+        recurrent = _recurrent_fix(op, self.tf_loop)
         self.out.add("blocker", "unsupported_op", op, "op", path, "",
-                     "{} at {} (inside a subgraph body): the {} ONNX parser does not support {}{}".format(
-                         op, path, self.version, op, ": " + reason if reason else ""),
-                     "replace {} with supported ops, or move it out of the If/Loop/Scan body".format(op))
+                     "{} at {} (inside a subgraph body{}): the {} ONNX parser does not support {}{}".format(
+                         op, path, " converted from a TensorFlow while loop" if recurrent else "", self.version, op,
+                         ": " + reason if reason else ""),
+                     recurrent or "replace {} with supported ops, or move it out of the If/Loop/Scan body".format(op))
         return False
 
     def _attributes(self, node, path, entry, check_values):

@@ -85,8 +85,12 @@ def _families(graph, skip):
             if name not in skip:
                 fam = fam_of[op]
                 by_family.setdefault(fam.name, (fam, []))[1].append(name)
+    if "debug" in by_family:
+        by_family["debug"] = (by_family["debug"][0], _removable(graph, by_family["debug"][1]))
     matches = []
     for fam, names in by_family.values():
+        if not names:
+            continue
         boundary = _boundary(graph, set(names), fam) if fam.cut else []
         matches.append(Match(
             kind=fam.name,
@@ -103,6 +107,16 @@ def _families(graph, skip):
             explains_only=fam.explains_only,
         ))
     return matches
+
+
+def _removable(graph, names):
+    """The debug-family nodes rewrite remove_identity removes: not a loop's or a cond's own NoOp or
+    pass-through (inside its frame, or one control flow waits on), which it leaves alone because
+    removing them breaks the loop (pipeline.graph.frames)."""
+    from pipeline.graph.frames import held_by_control_flow, tf_edges
+
+    held = held_by_control_flow(tf_edges(graph)) if graph.kind == "tensorflow" else set()
+    return [n for n in names if n not in held]
 
 
 def _boundary(graph, members, fam):

@@ -201,3 +201,14 @@ def test_fold_constants_near_miss_a_dead_branch_and_a_second_output(tmp_path):
     graph, receipt = _fold(_v1_graph(build, tmp_path / "near.pb"))
     assert graph.node("pick/scale").op == "Rsqrt" and graph.node("halves").op == "Split"
     assert not {"pick/scale", "halves"} & set(receipt["sites"])
+
+
+def test_the_checks_remove_identity_advice_is_what_the_pass_removes(text_model):
+    """The check names for remove_identity only NoOps the pass really removes (never the loop's own)."""
+    from pipeline.check import check_model
+    from pipeline.targets import load_target
+
+    report = check_model(text_model, load_target("jetson_tx2"), convert=False)
+    advised = {n for f in report.findings if f.rewrite == "remove_identity" for n in f.nodes}
+    graph, before, receipt = _apply(text_model, ["remove_identity"])
+    assert advised and advised <= set(receipt[0]["sites"]) and not advised & set(graph.nodes)
