@@ -84,3 +84,10 @@ def test_deploy_run_refuses_ten_to_the_thirty_epochs_at_once(write, tmp_path):
     lines = [line for line in res.stderr.strip().splitlines() if "stages.train.epochs" in line]
     assert lines and "less than or equal to 10000" in lines[0], res.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_huge_value_is_cut_in_the_error_line(write):
+    """A 400-digit epochs is named, not printed whole: the line shows 80 characters and the length."""
+    problems = _problems(write, ["stages.train.epochs=" + "9" * 400])
+    assert len(problems) == 1 and "stages.train.epochs" in problems[0] and "(400 characters)" in problems[0], problems
+    assert len(problems[0]) < 300, problems[0]

@@ -434,3 +434,16 @@ def test_report_and_compare_refuse_a_named_pipe_in_a_run_folder_at_once(tmp_path
         raise AssertionError("deploy {} waited on the named pipe".format(command)) from None
     line = _stderr_line(res)
     assert str(cur / rel) in line and "a named pipe (FIFO), not a regular file" in line, line
+
+
+def test_a_gate_file_beside_the_run_with_wrong_inner_types_is_no_data_never_a_traceback(tmp_path):
+    """comparison.json beside the run folder (the nightly's layout) is read through the gate's schema too:
+    rows of the wrong type give a NO DATA verdict naming the file and key (was a TypeError traceback)."""
+    cur = make_run(tmp_path / "cur")
+    (tmp_path / "comparison.json").write_text(json.dumps({
+        "schema": "deploy.comparison/2", "verdict": "pass", "current": {"dir": str(cur)},
+        "rows": [{"figure": [1], "change": "x"}, 5]}))
+    res = deploy("report", cur, "--format", "markdown")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "no data" in res.stdout.lower() and "rows[0]" in res.stdout, res.stdout
+    assert "PASS" not in res.stdout

@@ -175,7 +175,13 @@ def _describe(err, source):
     elif kind == "value_error":
         text = str(err["msg"]).replace("Value error, ", "")
     else:
-        text = "{} (got {!r})".format(err["msg"], value) if not isinstance(value, dict) else err["msg"]
+        text = "{} (got {})".format(err["msg"], _shown(value)) if not isinstance(value, dict) else err["msg"]
     if kind == "value_error" and not loc:
         return "{} {}".format(where, text)
     return "{} {}: {}".format(where, dotted, text)
+
+
+def _shown(value, limit=80):
+    """``value`` as the error line shows it: repr, cut to ``limit`` characters (a 400-digit number is no line)."""
+    text = repr(value)
+    return text if len(text) <= limit else "{}... ({} characters)".format(text[:limit], len(text))

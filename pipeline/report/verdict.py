@@ -12,6 +12,10 @@ import json
 import re
 from pathlib import Path
 
+from pipeline import records
+from pipeline.errors import DeployError
+from pipeline.files import RECORD_BYTES, read_regular
+
 GATE_FILE = "comparison.json"
 # "suspect" (one night out of band) and "throttled" (clocks moved: flagged, not judged) are the gate's amber
 # verdicts: exit 0, never drawn as a pass nor as a regression (pipeline.report.compare)
@@ -40,9 +44,9 @@ def find_gate(run_dir, explicit=None):
         return inside
     beside = run_dir.parent / GATE_FILE
     if beside.is_file():
-        try:
-            current = json.loads(beside.read_text(encoding="utf-8")).get("current")
-        except (OSError, ValueError, AttributeError):
+        try:  # only which run it names; load_gate reads it through the gate's schema
+            current = json.loads(read_regular(beside, "a gate file", RECORD_BYTES)).get("current")
+        except (OSError, ValueError, AttributeError, DeployError):
             return None
         names = _names(current)
         if run_dir.name in names or str(run_dir) in names or str(run_dir.resolve()) in names:
@@ -67,15 +71,13 @@ def load_gate(path):
     "no data" verdict that says why (the page must never look like a pass because of it)."""
     if path is None:
         return None
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not isinstance(raw, dict):
-            raise ValueError("not a JSON object")
-    except FileNotFoundError:
+    try:  # through the gate's schema (records), like every file deploy writes: rows, reference, current
+        raw = records.read(path, "comparison")
+    except DeployError as e:
+        return {"verdict": "no data", "reasons": [e.message], "rows": [], "reference": {}, "hardware": {},
+                "baseline": None, "path": str(path), "unreadable": True}
+    if raw is None:
         return None
-    except (OSError, ValueError) as e:
-        return {"verdict": "no data", "reasons": ["{}: cannot be read ({})".format(path, getattr(e, "strerror", None) or e)],
-                "rows": [], "reference": {}, "hardware": {}, "baseline": None, "path": str(path), "unreadable": True}
     gate = normalize(raw)
     gate["path"] = str(path)
     return gate

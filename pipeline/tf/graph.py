@@ -5,6 +5,7 @@ Running one is ``pipeline.backends.tensorflow``; its inputs and outputs are ``pi
 from pathlib import Path
 
 from pipeline.errors import DeployError
+from pipeline.files import MODEL_BYTES, read_regular
 
 
 def load_graph_def(path):
@@ -15,8 +16,8 @@ def load_graph_def(path):
     from google.protobuf import message, text_format
 
     path = Path(path)
-    try:
-        data = path.read_bytes()
+    try:  # a regular file within the model size limit: a named pipe or /dev/zero is refused by name, never read
+        data = read_regular(path, "a frozen graph", MODEL_BYTES)
     except OSError as e:
         raise DeployError("{}: cannot read frozen graph: {}".format(path, e.strerror or e))
     if not data:
