@@ -183,8 +183,10 @@ else
     if missing pycuda && command -v nvcc >/dev/null 2>&1; then
         pycuda_s=$(install_left)
         [ "$pycuda_s" -gt 240 ] && pycuda_s=240
-        [ "$pycuda_s" -gt 10 ] && timeout "$pycuda_s" "$py" -m pip install --disable-pip-version-check -q pycuda >>"$work/pip.log" 2>&1 \
-            || note "pycuda did not build here (optional: the CUDA tests use cuda-python)"
+        if [ "$pycuda_s" -gt 10 ]; then
+            timeout "$pycuda_s" "$py" -m pip install --disable-pip-version-check -q pycuda >>"$work/pip.log" 2>&1 \
+                || note "pycuda did not build here (optional: the CUDA layer uses libcudart through ctypes)"
+        fi
     fi
 fi
 say "Python: $py ($setup)"

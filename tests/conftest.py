@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # TensorFlow start-up chatter off in every test (and in the subprocesses they start).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# deploy check's answer cache off, and never the user's ~/.cache: a test that wants it switches it on with its own
+# folder (tests/check/test_check_cache.py); otherwise one test's answer would be another's cache hit
+os.environ["DEPLOY_CHECK_CACHE"] = "0"
+os.environ["DEPLOY_CHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="deploy-test-check-cache-")
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found():
+    """A command run in this process (cli.main) may leave the garbage collector off, as deploy does for a
+    check or diff that ends right after (files.gc_paused(resume=False)): the next test finds it on."""
+    import gc
+
+    enabled = gc.isenabled()
+    yield
+    if enabled and not gc.isenabled():
+        gc.enable()
 
 
 def deploy(*args, cwd=None, env=None, timeout=900):

@@ -263,12 +263,7 @@ def _check(*args):
         raise AssertionError("deploy check {} still ran after 20 s".format(" ".join(map(str, args)))) from None
 
 
-CHECK_CACHE = ("pipeline/check/cache.py model_digest opens each model (open()) before read_model: it should open it "
-               "with pipeline.files.open_regular")
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=CHECK_CACHE)
 @pytest.mark.parametrize("kind,word", [("fifo", "a named pipe (FIFO)"), ("dev_zero", "a character device")])
 def test_a_zoo_member_that_is_not_a_regular_file_is_refused_by_name(tmp_path, kind, word):
     """Old: a FIFO model.pb in a zoo folder waited forever; a model.pb linked to /dev/zero ended in MemoryError."""
@@ -283,7 +278,6 @@ def test_a_zoo_member_that_is_not_a_regular_file_is_refused_by_name(tmp_path, ki
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=CHECK_CACHE)
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
 def test_deploy_check_of_one_model_that_is_not_a_regular_file_is_one_line(tmp_path, kind):
     res = _check(_not_a_file(tmp_path, kind))

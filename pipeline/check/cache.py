@@ -154,7 +154,10 @@ def model_digest(path):
 
 
 def _update(digest, path):
-    with open(str(path), "rb") as handle:
+    from pipeline.files import KERAS_BYTES, open_regular
+
+    # the rule every reader follows: a named pipe or /dev/zero is refused by name, never read (a zoo member too)
+    with open_regular(path, "a model", KERAS_BYTES) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
 
