@@ -256,8 +256,11 @@ def _freeze_keras(path):
     problem = keras_file_problem(path)
     if problem:
         raise DeployError("{}: {}".format(path, problem))
+    from pipeline.graph.keras_reader import custom_objects
+
     try:
-        model = load_keras_model(path)
+        with keras.saving.custom_object_scope(custom_objects()):  # {} unless the user opted in (--custom-objects)
+            model = load_keras_model(path)
         inputs = list(model.inputs)
     except DeployError:
         raise

@@ -191,3 +191,12 @@ def test_custom_layers_are_named_and_every_route_named_reads(tmp_path, monkeypat
     monkeypatch.setenv(CUSTOM_OBJECTS_ENV, str(objects))
     report = _check(tmp_path / "custom.keras")
     assert report.model["format"] == "keras" and report.route("onnx") is not None
+    # the CLI flag, and the converter's worker loads the classes too: a converted verdict, not a prediction
+    monkeypatch.delenv(CUSTOM_OBJECTS_ENV)
+    from conftest import deploy
+
+    res = deploy("check", tmp_path / "custom.keras", "--target", "jetson_tx2", "--custom-objects", objects,
+                 "--format", "json", timeout=600)
+    assert res.returncode in (0, 2) and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "GeMPooling" not in res.stderr and "predicted" not in res.stdout, res.stdout[-3000:]
+    assert '"converted"' in res.stdout, res.stdout[-3000:]

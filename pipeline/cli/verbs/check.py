@@ -25,6 +25,9 @@ def add_parser(subparsers):
                         "$DEPLOY_CHECK_CACHE_DIR, else ~/.cache/deploy/check; DEPLOY_CHECK_CACHE=0 switches it off)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr (errors only)")
     add_trust(p)  # a Keras Lambda layer's Python code is loaded (and traced) only with it
+    p.add_argument("--custom-objects", metavar="FILE.py",
+                   help="a Python file defining the custom Keras layer classes a .keras/.h5 uses (its CUSTOM_OBJECTS "
+                        "dict, else every class it defines); deploy runs it: only for code you trust")
 
 
 def run(args):
@@ -35,6 +38,12 @@ def run(args):
     from pipeline.progress import Progress
 
     progress = Progress("quiet" if args.quiet else "human")
+    if args.custom_objects:  # opted in: the reader and the converter's workers (child processes) load the user's code
+        import os
+
+        from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+
+        os.environ[CUSTOM_OBJECTS_ENV] = os.path.abspath(args.custom_objects)
     models = args.model
     single = len(models) == 1 and not zoo.is_zoo(models)
     answers = None
