@@ -230,7 +230,7 @@ def test_an_unreadable_comparison_is_no_data_not_a_pass(tmp_path):
     bad = tmp_path / "comparison.json"
     bad.write_text("{truncated")
     page = write_report(run, comparison=bad).read_text()
-    assert ">NO DATA<" in page and "comparison.json: cannot be read" in page and ">PASS<" not in page
+    assert ">NO DATA<" in page and "comparison.json: cannot read the gate&#x27;s verdict" in page and ">PASS<" not in page
 
 
 def test_a_comparison_beside_the_run_counts_only_when_it_names_the_run(tmp_path):
