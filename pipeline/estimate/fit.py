@@ -6,9 +6,12 @@
 A grid search over the efficiencies, the launch cost per layer and a per-call overhead minimises the
 sum of squared log errors (a 2x miss counts the same either way). The overhead is what a published
 figure holds besides the engine's GPU time (TF-TRT's session run, a framework's call and copies): it is
-fitted so it does not distort the engine's parameters, and left out of every estimate. ``spread`` (the range's log half-width) is the 80th
-percentile of the absolute log errors leave-one-model-out, held between ln 1.15 and ln 2.5 / 2 so the
-range is never wider than 2.5x. With one point there is nothing to leave out: ``spread`` is ln 2.5 / 2.
+fitted so it does not distort the engine's parameters, and left out of every estimate. ``spread`` (the range's log
+half-width) is the 80th percentile of the absolute log errors of rows the fit never saw, held between ln 1.15 and
+ln 2.5 / 2 so the range is never wider than 2.5x. Which rows: ``leave_one_out`` (how well one source's models
+predict each other) and ``foreign_rows`` (published figures of other setups -- another TensorRT, JetPack, power
+mode or timing method -- estimated by the fit without their model family: how far a published figure from a
+setup the fit has not seen lands). With one point there is nothing to leave out: ``spread`` is ln 2.5 / 2.
 """
 
 import math
@@ -128,8 +131,25 @@ def leave_one_out(points, facts_of, overhead=True):
     return rows
 
 
+def foreign_rows(fitted, foreign, facts_of, overhead=True):
+    """One row per ``foreign`` point (a published figure of a setup the fit does not use): fitted on ``fitted``
+    without the point's model family, the error of the engine's estimate (no per-call overhead: what the foreign
+    setup adds besides the engine is part of the disagreement this row measures)."""
+    rows = []
+    for point in foreign:
+        rest = [p for p in fitted if _family(p) != _family(point)]
+        if not rest:
+            continue
+        params = fit(rest, facts_of, overhead=overhead)
+        estimate = predict_ms(point, facts_of(point.board), params, overhead=False)
+        rows.append({"model": point.model, "board": point.board, "precision": point.precision, "batch": point.batch,
+                     "measured_ms": point.ms, "estimate_ms": round(estimate, 3),
+                     "error": round(estimate / point.ms - 1, 4), "source": point.source})
+    return rows
+
+
 def spread_from(rows):
-    """The range's log half-width from leave-one-out rows (see the module doc)."""
+    """The range's log half-width from rows the fit never saw (leave-one-out and foreign; see the module doc)."""
     if not rows:
         return MAX_SPREAD
     logs = sorted(abs(math.log(1 + r["error"])) for r in rows)

@@ -11,8 +11,10 @@ frozen graph with deploy's own reader into engine layers (pipeline.estimate.laye
 ``targets/estimate/layer_tables.json`` so the fit and the tests need no TensorFlow.
 
 ``fit`` fits the parameters to the CALIBRATION figures per GPU architecture (GROUPS: every board of an
-architecture gets its fit; ``default`` over all of them for a board in no group), writes
-``targets/estimate/calibration.json``, and prints the leave-one-model-out table and the independent check
+architecture gets its fit; ``default`` over all of them for a board in no group), derives the range's width from
+the leave-one-model-out errors and the errors on FOREIGN_POINTS (published figures of other setups, never fitted),
+writes ``targets/estimate/calibration.json``, and prints the leave-one-model-out table, the other setups' table
+and the independent check
 against torch2trt's tables (CHECK: never fitted; torch2trt's per-call time derived from the models it
 shares with NetsPresso) as markdown for docs/estimate.md.
 """
@@ -64,9 +66,15 @@ NETSPRESSO_MS = {
 # The same table's Orin Nano (JetPack 6.0) predates the MAXN_SUPER mode (JetPack 6.2) the target assumes: not
 # fitted, shown beside the estimate in docs/estimate.md.
 NETSPRESSO_ORIN_NANO_JP60 = dict(zip(_NP, (1.99792, 3.48368, 4.80201, 1.56278, 2.51209)))
+NETSPRESSO_JP60 = NETSPRESSO.replace("JetPack 4.6 / 5.0.1 (AGX Orin)", "JetPack 6.0 (Orin Nano)")
 CALIBRATION_POINTS += [(m, b, "fp16", 1, ms, NETSPRESSO) for b, row in NETSPRESSO_MS.items() for m, ms in zip(_NP, row)]
 # Figures from a framework's session run (TF-TRT) hold a per-call overhead the fit finds; engine-only ones do not.
 WITH_OVERHEAD = {TF_TRT_MODELS}
+# Published figures of setups the fit does not use (TensorRT 3/4 through TF-TRT with its session run; JetPack 6.0
+# before MAXN_SUPER): never fitted, but each is a published figure for a common classifier on a Jetson from another
+# setup, so their errors against the fit (without their model family) are part of the range's width (fit.foreign_rows).
+FOREIGN_POINTS = TF_TRT_POINTS + [(m, "orin_nano", "fp16", 1, ms, NETSPRESSO_JP60)
+                                  for m, ms in NETSPRESSO_ORIN_NANO_JP60.items()]
 # Boards of one GPU architecture share their efficiencies (fractions of each board's own data-sheet peaks).
 GROUPS = {"Maxwell/Pascal (no tensor cores)": ("jetson_nano", "jetson_tx2"),
           "Volta": ("agx_xavier", "xavier_nx"),
@@ -253,16 +261,19 @@ def facts_of(board):
     return load_target(board).estimate
 
 
-def group_fit(points):
-    """{board: entry} per GPU architecture group, and every leave-one-model-out row (within its group)."""
-    from pipeline.estimate.fit import fit, leave_one_out, spread_from
+def group_fit(points, foreign=()):
+    """({board: entry} per GPU architecture group, every leave-one-model-out row (within its group), every foreign
+    row: a published figure of another setup (``foreign``) estimated by its group's fit without its model family)."""
+    from pipeline.estimate.fit import fit, foreign_rows, leave_one_out, spread_from
 
-    rows = []
+    rows, far = [], []
     for members in GROUPS.values():
-        rows += leave_one_out([p for p in points if p.board in members], facts_of)
-    # one range for every board: the 80th percentile of all groups' leave-one-out errors together (5 or 10 points
-    # of one group are too few for a percentile)
-    spread = spread_from(rows)
+        mine = [p for p in points if p.board in members]
+        rows += leave_one_out(mine, facts_of)
+        far += foreign_rows(mine, [p for p in foreign if p.board in members], facts_of)
+    # one range for every board: the 80th percentile of every group's leave-one-out and foreign errors together
+    # (5 or 10 points of one group are too few for a percentile)
+    spread = spread_from(rows + far)
     boards = {}
     for arch, members in GROUPS.items():
         mine = [p for p in points if p.board in members]
@@ -276,7 +287,7 @@ def group_fit(points):
                                  basis="fitted on {} published TensorRT latencies of {} boards ({}){}".format(
                                      len(mine), arch, ", ".join(measured),
                                      "" if board in measured else "; none of this board: its own data-sheet peaks"))
-    return boards, rows
+    return boards, rows, far
 
 
 def _markdown_rows(rows, spread_of):
@@ -295,7 +306,7 @@ def run_fit():
 
     tables = json.loads(TABLES.read_text())
     points = points_of(CALIBRATION_POINTS, tables)
-    boards, loo = group_fit(points)
+    boards, loo, far = group_fit(points, points_of(FOREIGN_POINTS, tables))
     # a board in no group gets its parameters through the data-sheet peaks of others: the widest range (2.5x)
     default = fit(points, facts_of, MAX_SPREAD)
     calibration = {"default": dict(default.to_dict(), points=len(points), fitted_on=", ".join(
@@ -322,6 +333,12 @@ def run_fit():
         if rows:
             print("\nstatistics {} (range x{:.2f}):".format(arch, math.exp(2 * spread[members[0]])),
                   json.dumps(goal_statistics(rows, spread[members[0]])))
+    print("\n## Other setups (never fitted; part of the range's width): published vs the engine estimate without the "
+          "model's family\n")
+    print(_markdown_rows(far, lambda r: spread[r["board"]]))
+    print("\nstatistics other setups:", json.dumps(goal_statistics(far, spread["jetson_nano"])))
+    print("\nstatistics leave-one-out and other setups together (the range's evidence):",
+          json.dumps(goal_statistics(loo + far, spread["jetson_nano"])))
     print("\n## Independent check (torch2trt tables, never fitted)\n")
     print(_markdown_rows(check, lambda r: r["spread"]))
     for board in ("jetson_nano", "agx_xavier", None):
@@ -331,18 +348,6 @@ def run_fit():
                 print("\nstatistics {}{}:".format(board or "both", " (without the models the call time came from)"
                                                   if unseen else ""),
                       json.dumps(goal_statistics_mixed(rows)))
-    print("\n## TF-TRT on the TX2 (TensorRT 3/4, not fitted): published (with TF-TRT's session run) vs the engine "
-          "estimate\n")
-    params, _ = board_params("jetson_tx2")
-    for point in points_of(TF_TRT_POINTS, tables):
-        est = predict_ms(point, facts_of("jetson_tx2"), params, overhead=False)
-        print("| {} | {} | {:.2f} | {:+.0%} |".format(point.model, point.ms, est, est / point.ms - 1))
-    print("\n## Orin Nano, JetPack 6.0 (before MAXN_SUPER): published vs the MAXN_SUPER estimate\n")
-    params, _ = board_params("orin_nano")
-    for point in points_of([(m, "orin_nano", "fp16", 1, ms, NETSPRESSO) for m, ms in
-                            NETSPRESSO_ORIN_NANO_JP60.items()], tables):
-        est = predict_ms(point, facts_of("orin_nano"), params, overhead=False)
-        print("| {} | {} | {:.2f} | {:+.0%} |".format(point.model, point.ms, est, est / point.ms - 1))
 
 
 def torch2trt_call_ms():

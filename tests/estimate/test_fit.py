@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from pipeline.estimate.fit import GRID, MAX_SPREAD, MIN_SPREAD, Point, fit, goal_statistics, leave_one_out, \
-    predict_ms, spread_from
+from pipeline.estimate.fit import GRID, MAX_SPREAD, MIN_SPREAD, Point, fit, foreign_rows, goal_statistics, \
+    leave_one_out, predict_ms, spread_from
 from pipeline.estimate.layers import Layer
 from pipeline.estimate.roofline import Params
 from tests.estimate.test_roofline import FACTS
@@ -106,3 +106,33 @@ def test_fit_recovers_k_half_from_models_of_short_and_long_reductions():
         points.append(p)
     params = fit(points, lambda board: FACTS)
     assert (params.eff_conv, params.k_half, params.launch_us) == (true.eff_conv, true.k_half, true.launch_us)
+
+
+def test_foreign_setups_widen_the_range_and_never_enter_the_fit(monkeypatch):
+    """Figures of another setup (TF-TRT with its session run, another JetPack or power mode) are estimated by the fit
+    without their model family, engine only; their errors join the leave-one-out errors in the range's width, so a
+    source whose models agree with each other cannot give a range narrower than the setups disagree."""
+    import pipeline.estimate.fit as fitmod
+
+    points = _points()
+    factors = (1.0, 1.1, 1.6, 2.0, 1.3)  # how much slower each model is in the other setup
+    foreign = [Point(model="m%d_other" % i, board="b", precision="fp16", batch=1, layers=_model(i), overhead=True,
+                     family="m%d" % i, ms=predict_ms(points[i], FACTS, TRUE) * f) for i, f in enumerate(factors)]
+    fitted = []
+    real = fitmod.fit
+
+    def spy(rest, facts_of, *args, **kwargs):
+        fitted.append({p.model for p in rest})
+        return real(rest, facts_of, *args, **kwargs)
+
+    monkeypatch.setattr(fitmod, "fit", spy)
+    far = foreign_rows(points, foreign, lambda board: FACTS)
+    assert [r["model"] for r in far] == [p.model for p in foreign]
+    assert all(("m%d" % i) not in models and not any(m.endswith("_other") for m in models)
+               for i, models in enumerate(fitted))
+    # the fit on the four other models recovers the parameters that made the points: the error is the setup's
+    assert [r["error"] for r in far] == pytest.approx([1 / f - 1 for f in factors], abs=0.02)
+    loo = leave_one_out(points, lambda board: FACTS)
+    assert spread_from(loo) == MIN_SPREAD  # the source's models predict each other exactly
+    # 10 rows: the 80th percentile is the 8th smallest |log error| (six ~0, then 1.1, 1.3, 1.6, 2.0): the foreign 1.3x
+    assert spread_from(loo + far) == pytest.approx(math.log(1.3), abs=0.02)

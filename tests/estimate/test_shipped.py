@@ -1,5 +1,6 @@
 """The shipped calibration is what the stored layer tables and the published figures give (no TensorFlow):
-the fit is reproducible, judged leave-one-model-out, and the torch2trt figures never enter it."""
+the fit is reproducible, judged leave-one-model-out, its range's width derived from the leave-one-out errors and
+the published figures of other setups, and the torch2trt figures never enter either."""
 
 import importlib.util
 import json
@@ -32,15 +33,21 @@ def test_shipped_fit_is_the_fit_of_the_calibration_points():
     default = shipped()["default"]
     assert {k: default[k] for k in expected} == pytest.approx(expected)
     assert math.exp(2 * default["spread"]) == pytest.approx(2.5)  # transferred to a board in no group
-    boards, rows = script.group_fit(points)
+    foreign = script.points_of(script.FOREIGN_POINTS, tables)
+    assert foreign and all(p.source not in (script.T2T_NANO, script.T2T_XAVIER) for p in foreign)
+    boards, rows, far = script.group_fit(points, foreign)
     assert len(rows) == len(points)  # every point judged leave-one-model-out within its group
-    spread = spread_from(rows)
+    assert len(far) == len(foreign)  # every other setup's figure judged by its group's fit without its family
+    spread = spread_from(rows + far)
+    # the range is derived from both: wider than the one source's own leave-one-out spread, never above 2.5x
+    assert spread_from(rows) < spread <= MAX_SPREAD
     for board, entry in shipped()["boards"].items():
         members = next(m for m in script.GROUPS.values() if board in m)
         mine = [p for p in points if p.board in members]
         again = fit(mine, script.facts_of, spread).to_dict()
         assert {k: entry[k] for k in again} == pytest.approx(again)
         assert entry == boards[board]
+        assert entry["spread"] == pytest.approx(spread)
 
 
 def test_every_board_of_a_fitted_architecture_shares_its_fit():
