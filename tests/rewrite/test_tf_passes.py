@@ -143,6 +143,22 @@ def test_remove_identity_keeps_outputs_and_numbers(tmp_path):
     assert receipt[0]["sites"] == []
 
 
+def test_remove_identity_removes_the_print_ops_the_checks_debug_family_names(tmp_path):
+    """The check's debug family lists Print and PrintV2 with the fix remove_identity: the pass removes both
+    (tf.compat.v1.Print passes its first input through; tf.print's PrintV2 is held by a control edge)."""
+
+    def printed(t, x):
+        y = t.compat.v1.Print(conv(t, x), [t.reduce_mean(x)], message="mean: ", name="print1")
+        with t.control_dependencies([t.print("y:", t.reduce_max(y), name="print2")]):
+            y = t.identity(y, name="after_print")
+        return t.nn.relu(y)
+
+    graph, receipt = run_passes(freeze(printed, tmp_path / "printed.pb"), ["remove_identity"])
+    assert {"print1", "print2"} <= set(receipt[0]["sites"])
+    assert receipt[0]["comparison"]["max_abs_diff"] == 0.0
+    assert not any(n.op in ("Print", "PrintV2") for n in graph.nodes.values())
+
+
 def test_prune_drops_dead_nodes_only(tmp_path):
     from pipeline.graph import proto
     from pipeline.rewrite.tfgraph import TFGraph

@@ -6,12 +6,15 @@ from pipeline.rewrite.pass_table import rewrite_pass
 _PASS_THROUGH = ("Identity", "CheckNumerics", "CheckNumericsV2", "StopGradient", "PreventGradient", "Snapshot")
 
 
-_CONTROL_ONLY = ("NoOp", "Assert")
+_FIRST_THROUGH = ("Print",)  # tf.compat.v1.Print: its first input passes through, the rest are only printed
+
+
+_CONTROL_ONLY = ("NoOp", "Assert", "PrintV2")  # PrintV2 (tf.print) has no output: a control edge holds it
 
 
 @rewrite_pass("remove_identity")
 def remove_identity(graph, options):
-    """Identity, CheckNumerics, StopGradient, Snapshot bypassed; NoOp and Assert removed (outputs kept).
+    """Identity, CheckNumerics, StopGradient, Snapshot, Print bypassed; NoOp, Assert, PrintV2 removed (outputs kept).
 
     Control flow is left alone: a node inside a loop or cond frame (a frozen LSTM's lowered while
     loop), a pass-through that reads from or feeds a control-flow op, and a NoOp or Assert whose
@@ -32,7 +35,8 @@ def remove_identity(graph, options):
         if node.name in outputs or node.name in in_frame:
             continue
         data = [t for t in node.input if not t.startswith("^")]
-        if node.op in _PASS_THROUGH and len(data) == 1 and not touches_control_flow(node, data):
+        passes_first = (node.op in _PASS_THROUGH and len(data) == 1) or (node.op in _FIRST_THROUGH and data)
+        if passes_first and not touches_control_flow(node, data):
             graph.rewire(node.name, data[0])
             sites.append(node.name)
         elif node.op in _CONTROL_ONLY and not touches_control_flow(node, ()):
