@@ -17,9 +17,11 @@ FUNCTIONAL_OPS = ("While", "StatelessWhile", "If", "StatelessIf", "Case", "State
                   "PartitionedCall", "StatefulPartitionedCall")
 CONTROL_FLOW_OPS = FRAME_OPS + FUNCTIONAL_OPS
 LOOP_OPS = ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration", "LoopCond")
-# what rewrite remove_identity bypasses (one data input) and removes (control edges only)
+# what rewrite remove_identity bypasses (one data input; Print: its first, the others are only printed)
+# and removes (control edges only: PrintV2, tf.print's op, has no output)
 PASS_THROUGH = ("Identity", "CheckNumerics", "CheckNumericsV2", "StopGradient", "PreventGradient", "Snapshot")
-CONTROL_ONLY = ("NoOp", "Assert")
+FIRST_THROUGH = ("Print",)
+CONTROL_ONLY = ("NoOp", "Assert", "PrintV2")
 
 
 def tf_edges(graph):
@@ -79,7 +81,7 @@ def feed_dependent(edges):
 def held_by_control_flow(edges):
     """Names of the nodes that carry control flow and so are no pass-through to remove: every node
     inside a loop or cond frame; a node read by a control-flow op or a frame node (a NoOp whose
-    control edge a loop waits on); a PASS_THROUGH op whose data input comes from one."""
+    control edge a loop waits on); a PASS_THROUGH or FIRST_THROUGH op whose data input comes from one."""
     ops = {name: op for name, op, _ in edges}
     if not any(op in CONTROL_FLOW_OPS for op in ops.values()):
         return set()
@@ -91,7 +93,8 @@ def held_by_control_flow(edges):
 
     out = set(held)
     for name, op, inputs in edges:
-        data = [_source(t) for t in inputs if not t.startswith("^")] if op in PASS_THROUGH else []
+        through = op in PASS_THROUGH or op in FIRST_THROUGH
+        data = [_source(t) for t in inputs if not t.startswith("^")] if through else []
         if any(control_flow(n) for n in data) or any(control_flow(r) for r in read_by.get(name, ())):
             out.add(name)
     return out
