@@ -4,7 +4,7 @@ import pytest
 
 from pipeline.errors import DeployError
 from pipeline.estimate.layers import engine_layers
-from tests.estimate.graphs import conv, conv_bias_relu, op, tf_graph
+from tests.estimate.graphs import const, conv, conv_bias_relu, op, tf_graph
 
 
 def test_conv_bias_relu_is_one_layer_with_its_flops():
@@ -70,3 +70,19 @@ def test_input_shape_for_an_input_the_graph_lacks():
     graph = tf_graph(conv("c", "x", 3, 4), ["c"])
     with pytest.raises(DeployError, match="--input-shape nope: the graph has no such input"):
         engine_layers(graph, input_shapes={"nope": [1, 2]})
+
+
+def test_pre_activation_batch_norm_is_a_scale_layer_never_folded_into_the_next_conv():
+    """DenseNet and ResNet-v2 write BN -> ReLU -> Conv: a batch norm behind a ReLU cannot be folded into the
+    following convolution's weights (the ReLU between is not linear), so TensorRT runs it as its own scale layer
+    with the ReLU; the near miss, Conv -> BN -> ReLU, folds both into the convolution."""
+    bn = [const("g", [3]), const("b", [3]), const("m", [3]), const("v", [3])]
+    pre = bn + [op("bn", "FusedBatchNormV3", ["x", "g", "b", "m", "v"]), op("relu", "Relu", ["bn"])] + \
+        conv("c", "relu", 3, 8)
+    layers = engine_layers(tf_graph(pre, ["c"]), precision="fp32")
+    assert [(l.kind, l.ops) for l in layers] == [("pointwise", ["FusedBatchNormV3", "Relu"]), ("conv", ["Conv2D"])]
+    bn8 = [const("g", [8]), const("b", [8]), const("m", [8]), const("v", [8])]
+    post = conv("c", "x", 3, 8) + bn8 + [op("bn", "FusedBatchNormV3", ["c", "g", "b", "m", "v"]),
+                                         op("relu", "Relu", ["bn"])]
+    layers = engine_layers(tf_graph(post, ["relu"]), precision="fp32")
+    assert [(l.kind, l.ops) for l in layers] == [("conv", ["Conv2D", "FusedBatchNormV3", "Relu"])]
