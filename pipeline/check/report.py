@@ -136,6 +136,51 @@ def verdict_lines(report):
     return lines
 
 
+def _ms(value):
+    return "{:.0f}".format(value) if value >= 10 else "{:.2g}".format(value)
+
+
+def estimate_line(report):
+    """"estimate: ~4.1 ms per image (2.9–5.4) at fp16 batch 1 on AGX Xavier, MAXN assumed — bound by compute;
+    ..." from ``report.estimate`` (pipeline.estimate.summary.check_estimate's block, set by deploy check outside
+    the cached answer), "estimate: not made — why", or "" when deploy check made none (--no-estimate, the run's
+    check stage). Never part of the verdict."""
+    e = getattr(report, "estimate", None)
+    if not e:
+        return ""
+    if not e.get("made"):
+        return "estimate: not made — {}".format(e.get("reason") or "no reason given")
+    line = "estimate: ~{} ms per image ({}–{}) at {} batch {} on {}, {} assumed — bound by {}".format(
+        _ms(e["latency_ms"]), _ms(e["low_ms"]), _ms(e["high_ms"]), e["precision"], e["batch"], e["board"],
+        e["power_mode"], e["bound"] if e["bound"] != "launch" else "per-layer launch overhead")
+    if e.get("unknown_layers"):
+        line += "; {} layer{} of unknown shape not counted".format(e["unknown_layers"],
+                                                                    "" if e["unknown_layers"] == 1 else "s")
+    if not report.deployable:
+        line += "; the engine once the blockers are fixed (the verdict is NO)"
+    return line + "; `deploy estimate` for the layers"
+
+
+def estimate_cell(report):
+    """The zoo table's estimate column: "4.1 ms (2.9–5.4)", "-" (none made) or "not made"."""
+    e = getattr(report, "estimate", None) if report is not None else None
+    if not e:
+        return "-"
+    if not e.get("made"):
+        return "skipped" if str(e.get("reason", "")).startswith("skipped") else "not made"
+    return "{} ms ({}–{})".format(_ms(e["latency_ms"]), _ms(e["low_ms"]), _ms(e["high_ms"]))
+
+
+def report_dict(report):
+    """``report.to_dict()`` with deploy check's ``estimate`` block when it made one (schema deploy.check/2: the
+    key is optional)."""
+    data = report.to_dict()
+    e = getattr(report, "estimate", None)
+    if e is not None:
+        data["estimate"] = e
+    return data
+
+
 def _finding_lines(f, indent="  "):
     head = "{}{:<7} {}{}".format(indent, f.severity.upper(), f.op or f.kind, _count(f.nodes))
     lines = [head + (": " + _nodes(f.nodes) if f.nodes else "")]
@@ -182,13 +227,15 @@ def format_text(report, next_step=False):
             lines[-3] = lines[-3].replace("WARNING", f.route, 1)
     lines.append("")
     lines += verdict_lines(report)
+    if estimate_line(report):
+        lines.append(estimate_line(report))
     if next_step and next_command(report):
         lines.append(next_command(report))
     return "\n".join(lines)
 
 
 def format_json(report):
-    return json.dumps(report.to_dict(), indent=2, sort_keys=True)
+    return json.dumps(report_dict(report), indent=2, sort_keys=True)
 
 
 def format_markdown(report):
@@ -199,6 +246,8 @@ def format_markdown(report):
     if signature_lines(m):
         out[4:4] = ["- " + line for line in signature_lines(m)] + [""]
     out += ["> " + line for line in verdict_lines(report)[1:]]
+    if estimate_line(report):
+        out += ["", estimate_line(report)]
     out += ["", "| route | verdict | blockers | accepted but wrong | table | detail |", "|---|---|---|---|---|---|"]
     for r in report.routes:
         b = report.total_blockers(r.route) if r.applicable else "-"

@@ -262,12 +262,13 @@ def summary_rows(entries):
 
 
 def summary_row(e):
+    from pipeline.check.report import estimate_cell, predicted_label
+
     if e.report is None:
-        return (e.path, "ERROR", "-", "-", e.error)
+        return (e.path, "ERROR", "-", "-", "-", e.error)
     best = e.report.recommended
     if best is None:
-        return (e.path, e.verdict, "none", "-", "no route applies")
-    from pipeline.check.report import predicted_label
+        return (e.path, e.verdict, "none", "-", estimate_cell(e.report), "no route applies")
 
     blockers, wrong = e.report.total_blockers(best.route), e.report.wrong(best.route)
     route = best.route + (" at opset {}".format(best.opset) if best.opset else "")
@@ -279,10 +280,10 @@ def summary_row(e):
         notes.append("after `deploy rewrite --auto`: {}".format(p["verdict"]))
     if e.same_model:
         notes.append("the same model (same weights) as {}: two verdicts for one model".format(", ".join(e.same_model)))
-    return (e.path, e.verdict, route, str(blockers), "; ".join(notes))
+    return (e.path, e.verdict, route, str(blockers), estimate_cell(e.report), "; ".join(notes))
 
 
-_HEADER = ("model", "verdict", "recommended route", "blockers", "note")
+_HEADER = ("model", "verdict", "recommended route", "blockers", "estimate", "note")
 
 
 def summary_line(entries):
@@ -319,10 +320,12 @@ def format_json(entries):
     """A JSON list, one object per model in the order checked: the single-model object
     (schema deploy.check/2) or, for a model that could not be read, {"schema", "model": {"path"},
     "verdict": "ERROR", "deployable": false, "error", "exit_code"}."""
+    from pipeline.check.report import report_dict
+
     items = []
     for e in entries:
         if e.report is not None:
-            items.append(e.report.to_dict())
+            items.append(report_dict(e.report))
         else:
             items.append({"schema": "deploy.check/2", "model": {"path": e.path}, "verdict": "ERROR",
                           "deployable": False, "error": e.error, "exit_code": e.code})
@@ -338,7 +341,7 @@ def format_markdown(entries):
     from pipeline.check.report import format_markdown as one
 
     out = ["# deploy check: {} models".format(len(entries)), "", summary_line(entries), "",
-           "| " + " | ".join(_HEADER) + " |", "|---|---|---|---|---|"]
+           "| " + " | ".join(_HEADER) + " |", "|---" * len(_HEADER) + "|"]
     for row in summary_rows(entries):
         out.append("| " + " | ".join(_md(c) if c else "" for c in row) + " |")
     for e in entries:

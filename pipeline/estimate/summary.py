@@ -6,13 +6,26 @@ run report's, beside the measured figures once a board has measured them.
     beside = run_summary(run_folder)   # the estimate of the run's graph beside its benchmark.json's p50s
     block = run_estimate(run_folder)   # the run report's block: beside the measurement, else for run.json's target
 
-Neither raises for a model it cannot estimate: the summary says why instead (``{"error": "..."}``), so a
-check or a report never fails on account of the estimate.
+    block = check_estimate("frozen.pb", "agx_xavier", nodes=1200)   # deploy check's block (its JSON "estimate")
+    block = cached_check_estimate(answers, "frozen.pb", "agx_xavier")  # the same, kept beside the check cache
+
+Neither raises for a model it cannot estimate: the summary says why instead (``{"error": "..."}``,
+``{"made": false, "reason": "..."}``), so a check or a report never fails on account of the estimate.
 """
 
+import hashlib
+import json
+import os
 from pathlib import Path
 
 from pipeline.errors import DeployError
+
+# deploy check estimates a graph of up to this many nodes unless told (--estimate): reading and estimating a
+# 200,000-node frozen graph takes seconds (scripts/bench/estimate_speed.py), a check must not grow by that
+GATE_NODES = 50000
+# ops whose cost the engine model cannot count: a loop's body runs an unknown number of times
+LOOP_OPS = frozenset(["Enter", "NextIteration", "LoopCond", "While", "StatelessWhile", "Loop", "Scan"])
+_KEEP = ("latency_ms", "low_ms", "high_ms", "throughput", "bound", "precision", "batch", "power_mode", "calibration")
 
 
 def check_summary(path, target_name, precision=None, batch=1, signature=None):
@@ -32,8 +45,134 @@ def check_summary(path, target_name, precision=None, batch=1, signature=None):
         e = estimate_layers(layers, target.name, precision, batch)
     except DeployError as error:
         return {"error": str(error)}
-    keep = ("latency_ms", "low_ms", "high_ms", "throughput", "bound", "precision", "batch", "power_mode", "calibration")
-    return {k: e[k] for k in keep}
+    return {k: e[k] for k in _KEEP}
+
+
+def check_estimate(path, target, signature=None, nodes=None, mode=None):
+    """deploy check's estimate of the model at ``path`` on ``target`` (a name or .yaml path): batch 1 at the
+    target's fastest calibrated precision (fp16, else fp32). ``nodes``: the check's node count, to skip a graph
+    over GATE_NODES unless ``mode`` is True (--estimate); ``mode`` False (--no-estimate): None.
+
+    {"made": True, "target", "board", "precision", "batch", "latency_ms", "low_ms", "high_ms", "throughput",
+    "bound", "power_mode", "calibration", "unknown_layers"} or {"made": False, "reason": a few words}. Never
+    raises: a graph it cannot estimate is a reason, never an error of the check. The same bytes give the same
+    block (no timing in it: deploy check's JSON stays reproducible; the verb times it)."""
+    if mode is False:
+        return None
+    try:
+        block = _estimate(path, target, signature, nodes, mode)
+    except DeployError as error:
+        block = {"made": False, "reason": _short(error.message)}
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except Exception as error:  # noqa: BLE001 - a bug of the estimate must not cost the check its answer
+        block = {"made": False, "reason": "deploy failed estimating it ({}: {}); please report this".format(
+            type(error).__name__, _short(str(error)))}
+    return block
+
+
+def _estimate(path, target_name, signature, nodes, mode):
+    from pipeline.estimate import estimate_layers
+    from pipeline.estimate.layers import engine_layers
+    from pipeline.files import gc_paused
+    from pipeline.graph import read_model
+    from pipeline.targets.device import load_target
+
+    if nodes is not None and nodes > GATE_NODES and mode is not True:
+        return {"made": False, "reason": "skipped: {:,} nodes, over {:,} (--estimate to include; it adds seconds)"
+                .format(nodes, GATE_NODES)}
+    target = load_target(target_name)
+    if target.estimate is None:
+        return {"made": False, "reason": "none for {}: its target file has no estimate facts".format(target.name)}
+    precision = "fp16" if "fp16" in target.precisions else "fp32"
+    graph = read_model(path, signature)
+    loops = sorted({node.op for node in graph.nodes.values() if node.op in LOOP_OPS})
+    if loops:
+        return {"made": False, "reason": "the graph has a loop ({}): its iterations cannot be counted offline"
+                .format(", ".join(loops))}
+    with gc_paused():
+        layers = engine_layers(graph, None, precision)
+    if not any(layer.known and layer.flops for layer in layers):
+        return {"made": False, "reason": "no layer's shape could be followed from the inputs ({}): `deploy estimate "
+                "--input-shape` fixes them".format(", ".join(graph.inputs) or "none")}
+    e = estimate_layers(layers, target.name, precision, 1)
+    block = {"made": True, "target": target.name, "board": target.family.split(" (")[0] or target.name}
+    block.update((k, e[k]) for k in _KEEP)
+    block["unknown_layers"] = e["unknown_count"]
+    return block
+
+
+def _short(text):
+    """The first line of an error, at most 200 characters: a reason, not a report."""
+    line = (str(text).strip().splitlines() or [""])[0]
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def cached_check_estimate(answers, path, target, signature=None, nodes=None, mode=None):
+    """check_estimate, kept beside the check's answer cache (``answers``: a pipeline.check.cache.AnswerCache, or
+    None): a re-check of the same bytes reads it back instead of reading the graph again. Its key is the
+    answer's key (model bytes, target files, deploy's checking code, options) and a digest of what makes the
+    estimate and is not in it: pipeline/estimate's code, targets/estimate/'s calibration and the user's own
+    (--calibrate) files. A skipped (gated) or failed estimate is not kept."""
+    if mode is False:
+        return None
+    if answers is None:
+        return check_estimate(path, target, signature, nodes, mode)
+    try:
+        key = hashlib.sha256((answers.key(path) + estimate_digest()).encode()).hexdigest()
+        where = Path(answers.folder) / "estimate" / (key + ".json")
+    except (OSError, DeployError, ValueError):
+        return check_estimate(path, target, signature, nodes, mode)
+    try:
+        with open(str(where), "rb") as handle:
+            entry = json.loads(handle.read().decode("utf-8"))
+        if entry.get("key") == key and isinstance(entry.get("estimate"), dict) and entry["estimate"].get("made"):
+            return entry["estimate"]
+    except (OSError, ValueError):
+        pass  # a miss
+    block = check_estimate(path, target, signature, nodes, mode)
+    if block and block.get("made"):
+        _store(where, {"key": key, "estimate": block})
+    return block
+
+
+def _store(where, entry):
+    import tempfile
+
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        fd, part = tempfile.mkstemp(dir=str(where.parent), prefix=".part-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(entry, handle)
+            os.replace(part, str(where))
+        except BaseException:
+            os.unlink(part)
+            raise
+    except OSError:
+        pass  # a read-only cache: the estimate is made again next time
+
+
+def estimate_digest():
+    """SHA-256 of what makes an estimate beyond the check's own inputs: pipeline/estimate/*.py, the shipped
+    calibration (targets/estimate/) and the user's calibration folder (pipeline.estimate.calibration.user_dir)."""
+    from pipeline.estimate.calibration import user_dir
+    from pipeline.targets.files import targets_dir
+
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    files = [("code", f) for f in sorted(here.glob("*.py"))]
+    files += [("shipped", f) for f in sorted((targets_dir() / "estimate").rglob("*")) if f.is_file()]
+    mine = Path(user_dir())
+    if mine.is_dir():
+        files += [("user", f) for f in sorted(mine.rglob("*")) if f.is_file()]
+    for label, full in files:
+        digest.update("{}:{}\0".format(label, full.name).encode())
+        try:
+            digest.update(full.read_bytes())
+        except OSError:
+            digest.update(b"unreadable")
+    return digest.hexdigest()
 
 
 def summary_line(summary):

@@ -181,6 +181,24 @@ class CheckRoute(Record):
     share: Optional[Share] = None
 
 
+class CheckEstimate(Record):
+    """``deploy check``'s latency estimate (pipeline.estimate.summary.check_estimate): the figures when made,
+    else the reason."""
+
+    made: Bool
+    reason: Optional[Str] = None
+    target: Optional[Str] = None
+    precision: Optional[Str] = None
+    batch: Optional[BatchSize] = None
+    latency_ms: Optional[Ms] = None
+    low_ms: Optional[Ms] = None
+    high_ms: Optional[Ms] = None
+    throughput: Optional[Rate] = None
+    bound: Optional[Str] = None
+    power_mode: Optional[Str] = None
+    unknown_layers: Optional[Count] = None
+
+
 class Check(File):
     """``<run>/check/check.json`` and ``deploy check --format json`` (pipeline.check.report)."""
 
@@ -192,6 +210,7 @@ class Check(File):
     recommended: Optional[Recommended] = None
     routes: Optional[List[CheckRoute]] = None
     findings: Optional[List[Any]] = None
+    estimate: Optional[CheckEstimate] = None
 
 
 # ------------------------------------------------------------------------------------------ rewrite.json

@@ -1,6 +1,7 @@
 """deploy check MODEL... --target T: will a model convert for a Jetson?"""
 
 from pipeline.cli.args import LazyChoices, add_format, add_trust, add_verb, positive, write_or_fail
+from pipeline.estimate.summary import GATE_NODES
 
 
 def add_parser(subparsers):
@@ -23,6 +24,13 @@ def add_parser(subparsers):
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="check again even when the check cache holds the answer for these bytes (the cache: "
                         "$DEPLOY_CHECK_CACHE_DIR, else ~/.cache/deploy/check; DEPLOY_CHECK_CACHE=0 switches it off)")
+    estimate = p.add_mutually_exclusive_group()
+    estimate.add_argument("--estimate", dest="estimate", action="store_true", default=None,
+                          help="estimate the engine's latency even for a graph over {:,} nodes (it adds seconds)"
+                          .format(GATE_NODES))
+    estimate.add_argument("--no-estimate", dest="estimate", action="store_false", default=None,
+                          help="no latency estimate line (by default: one line, batch 1 at the target's fastest "
+                               "precision; never part of the verdict; deploy estimate for the layers)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr (errors only)")
     add_trust(p)  # a Keras Lambda layer's Python code is loaded (and traced) only with it
     p.add_argument("--custom-objects", metavar="FILE.py",
@@ -34,7 +42,6 @@ def run(args):
     """Will this model convert for this Jetson? Offline check against the target's op tables, the onnx route
     on tf2onnx's real output where it is installed. Progress on stderr, the report on stdout."""
     from pipeline.check import zoo
-    from pipeline.check.checker import start_file_flops
     from pipeline.progress import Progress
 
     progress = Progress("quiet" if args.quiet else "human")
@@ -56,7 +63,10 @@ def run(args):
         if report is not None:
             progress.log("{}: the answer from the check cache (stored {}: same bytes, target tables, tf2onnx and "
                          "deploy; --no-cache checks again)".format(models[0], report.cached["stored"]))
+            _add_estimate(args, report, models[0], answers, progress)
             return _single_output(args, report)
+    from pipeline.check.checker import start_file_flops  # after the cache: a hit imports no checker
+
     # a big frozen graph's FLOPs: a child reads it while the rest is imported and the target loaded here
     # (closed by check_model)
     flops = start_file_flops(models[0], args.signature) if single and (not args.route or "tftrt" in args.route) \
@@ -75,6 +85,9 @@ def run(args):
     if not single:
         entries = zoo.check_models(models, target, routes=args.route, signature=args.signature, progress=progress,
                                    answers=answers, **options)
+        for entry in entries:
+            if entry.report is not None:
+                _add_estimate(args, entry.report, entry.path, answers, progress)
         print(zoo.FORMATS[args.format](entries))
         if args.junit:
             write_or_fail(args.junit, zoo.format_junit(entries), "--junit")
@@ -83,7 +96,27 @@ def run(args):
                          progress=progress, **options)
     if answers is not None:
         answers.put(models[0], report)
+    _add_estimate(args, report, models[0], answers, progress)
     return _single_output(args, report)
+
+
+def _add_estimate(args, report, model, answers, progress):
+    """``report.estimate``: the latency estimate, made outside the cached answer (kept beside it: pipeline.estimate.
+    summary.cached_check_estimate); never changes the verdict."""
+    if args.estimate is False:
+        return
+    import time
+
+    from pipeline.estimate.summary import cached_check_estimate
+
+    nodes = report.model.get("nodes")
+    if isinstance(nodes, int) and nodes > GATE_NODES // 2 and (args.estimate or nodes <= GATE_NODES):
+        progress.log("{}: estimating the engine's latency ({:,} nodes; --no-estimate skips it) ...".format(model, nodes))
+    start = time.perf_counter()
+    report.estimate = cached_check_estimate(answers, model, args.target, args.signature, nodes, args.estimate)
+    seconds = time.perf_counter() - start
+    if seconds >= 1.0:
+        progress.log("{}: the estimate took {:.1f} s (--no-estimate skips it)".format(model, seconds))
 
 
 def _single_output(args, report):
