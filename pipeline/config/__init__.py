@@ -15,5 +15,6 @@ else is replaced); ``--set stages.train.epochs=1`` overrides a key from the comm
     docs.py      docs/config.md, generated from the schema (python -m pipeline.config.docs)
 """
 
-from pipeline.config.loading import ConfigError, load_config, parse_override, target_problems, validate_config  # noqa: F401
+from pipeline.config.loading import ConfigError, load_config, parse_override, validate_config  # noqa: F401
+from pipeline.config.target_fit import target_problems  # noqa: F401
 from pipeline.config.schema import Config, ZOO, json_schema  # noqa: F401

@@ -6,6 +6,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from pipeline.config.schema import Config
+from pipeline.config.target_fit import target_problems
 from pipeline.errors import DeployError
 
 
@@ -91,32 +92,6 @@ def validate_config(path, overrides=()):
     if config is not None and not problems:
         problems += config.path_problems()
     return config, target, problems
-
-
-def target_problems(name, precision=None, convert_format=None, opset=None, where=str):
-    """(the target, every problem of it with the settings a config asks of it), one line each: an unknown
-    target, a precision it does not support, the UFF route where it has none, an opset above its parser's.
-    ``where(*keypath)``: ``file:line`` of a key. Values of the wrong type are the schema's to report."""
-    from pipeline.targets import load_target
-
-    if not isinstance(name, str):
-        return None, []
-    try:
-        target = load_target(name)
-    except DeployError as e:
-        return None, ["{} target: {}".format(where("target"), e.message)]
-    problems = []
-    runtime = "TensorRT " + target.tensorrt if target.tensorrt else target.runtime
-    if isinstance(precision, str) and not target.supports_precision(precision):
-        problems.append("{} stages.engine.precision: {} is not supported on {} (it has {})".format(
-            where("stages", "engine", "precision"), precision, target.name, ", ".join(target.precisions)))
-    if convert_format == "uff" and "uff" not in target.routes:
-        problems.append("{} stages.convert.format: uff: {} has no UFF route (UFF needs TensorRT <= 8; {} has {}); "
-                        "use onnx".format(where("stages", "convert", "format"), target.name, target.name, runtime))
-    if isinstance(opset, int) and not isinstance(opset, bool) and not target.supports_opset(opset):
-        problems.append("{} stages.convert.opset: {} is above what {} on {} parses (max {}); leave it unset".format(
-            where("stages", "convert", "opset"), opset, runtime, target.name, target.max_opset))
-    return target, problems
 
 
 class ConfigError(DeployError):

@@ -298,26 +298,16 @@ class Config(_Section):
         return self._source.locate(tuple(keypath)) if self._source else str(self._path)
 
     def load_target(self):
-        """The validated target this config names (error points at the config's ``target:`` line)."""
-        from pipeline.targets import load_target
+        """The validated target this config names; an error points at the config's line (``target:``,
+        ``stages.engine.precision``, ``stages.convert.format`` or ``.opset``) that the target cannot serve."""
+        from pipeline.config.target_fit import target_problems
 
-        try:
-            target = load_target(self.target)
-        except DeployError as e:
-            raise DeployError("{} target: {}".format(self.where("target"), e.message), e.code)
-        engine = self.stages.engine
-        if engine is not None and not target.supports_precision(engine.precision):
-            raise DeployError("{} stages.engine.precision: {} is not supported on {} (it has {})".format(
-                self.where("stages", "engine", "precision"), engine.precision, target.name, ", ".join(target.precisions)))
-        convert = self.stages.convert
-        if convert is not None and convert.format == "uff" and "uff" not in target.routes:
-            raise DeployError("{} stages.convert.format: uff: {} has no UFF route (UFF needs TensorRT <= 8; {} has {}); "
-                              "use onnx".format(self.where("stages", "convert", "format"), target.name, target.name,
-                                                "TensorRT " + target.tensorrt if target.tensorrt else target.runtime))
-        if convert is not None and convert.opset is not None and not target.supports_opset(convert.opset):
-            raise DeployError("{} stages.convert.opset: {} is above what {} on {} parses (max {}); leave it unset".format(
-                self.where("stages", "convert", "opset"), convert.opset,
-                "TensorRT " + target.tensorrt if target.tensorrt else target.runtime, target.name, target.max_opset))
+        engine, convert = self.stages.engine, self.stages.convert
+        target, problems = target_problems(self.target, engine.precision if engine else None,
+                                           convert.format if convert else None, convert.opset if convert else None,
+                                           self.where)
+        if problems:
+            raise DeployError(problems[0])
         return target
 
     def path_problems(self):
