@@ -13,8 +13,16 @@ The package's face: the checker is pipeline.check.checker (check_graph: a Graph 
 reader pipeline.check.model (check_model); the rules live in the modules beside them.
 """
 
-from pipeline.check.checker import check_graph, custom_ops
-from pipeline.check.findings import CheckReport, Finding, RouteResult
-from pipeline.check.model import check_model
+import importlib
 
+# Re-exported lazily (PEP 562): importing one module of the package (the answer cache, the zoo) does not
+# import the checker, the graph readers and the target schema (pydantic) a re-check from the cache never uses.
+_WHERE = {"check_graph": "checker", "custom_ops": "checker", "CheckReport": "findings", "Finding": "findings",
+          "RouteResult": "findings", "check_model": "model"}
 __all__ = ["check_model", "check_graph", "custom_ops", "CheckReport", "Finding", "RouteResult"]
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
+    return getattr(importlib.import_module("pipeline.check." + _WHERE[name]), name)

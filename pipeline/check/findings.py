@@ -3,12 +3,12 @@
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from pipeline.targets.device import RUNNABLE_ROUTES
+from pipeline.targets.routes import RUNNABLE_ROUTES
 
 SEVERITIES = ("blocker", "warning", "info")
 # Routes in order of preference when several have no blocker.
 ROUTE_PREFERENCE = ("onnx", "uff", "tftrt")
-# The routes `deploy run` can take to an engine (targets.device.RUNNABLE_ROUTES, the choices of
+# The routes `deploy run` can take to an engine (targets.routes.RUNNABLE_ROUTES, the choices of
 # stages.convert.format). Only these give the verdict and the recommended route; TF-TRT keeps part of
 # the model in TensorFlow on the board and deploy run has no stage for it: information only.
 # RouteResult.basis: how the onnx route of a TensorFlow graph was judged

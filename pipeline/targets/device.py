@@ -22,11 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pipeline.targets.estimate_facts import EstimateFacts
 from pipeline.targets.files import display as _display, load_cached, read_yaml, targets_dir, validation_message
 from pipeline.errors import DeployError
+from pipeline.targets.routes import ROUTES, RUNNABLE_ROUTES
 
 
 PRECISIONS = ("fp32", "fp16", "int8")
-ROUTES = ("uff", "onnx", "tftrt")  # UFF parser, ONNX parser, TF-TRT
-RUNNABLE_ROUTES = ("onnx", "uff")  # the routes deploy run builds an engine from (stages.convert.format)
 # Keys of op_tables: the routes, and dla (the layers TensorRT places on DLA cores).
 OP_TABLE_KEYS = ROUTES + ("dla",)
 RUNTIMES = ("tensorrt", "onnxruntime")

@@ -10,8 +10,6 @@
 import os
 from pathlib import Path
 
-import yaml
-
 from pipeline.errors import DeployError
 
 # The repo's targets/ directory; DEPLOY_TARGETS_DIR overrides it at call time.
@@ -77,6 +75,7 @@ def data_file(name, what="deploy's op data"):
 def read_yaml(path, what, shown=None):
     """The YAML document at ``path`` as plain data; a key written twice is an error (PyYAML would
     keep the last silently). ``shown``: how to name the file in messages (default: ``path``)."""
+    _import_yaml()  # sets the module's yaml
     shown = shown or str(path)
     try:
         with open(str(path), "rb") as handle:
@@ -116,13 +115,19 @@ def validation_message(exc, allowed_at):
     return "; ".join(problems)
 
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it: much faster parsing
 _STR_TAG = "tag:yaml.org,2002:str"
+yaml = None  # PyYAML, imported by the first parse (a reader of targets_dir() alone, the check cache, needs none)
+_Loader = None  # (C)SafeLoader whose documents _build makes: a key written twice in one mapping is an error
 
 
-class _Loader(_BaseLoader):
-    """(C)SafeLoader whose documents are built by _build: a key written twice in one mapping is an
-    error (PyYAML keeps the last silently)."""
+def _import_yaml():
+    global yaml, _Loader
+    if _Loader is None:
+        import yaml as module
+
+        base = getattr(module, "CSafeLoader", module.SafeLoader)  # libyaml when PyYAML has it: much faster parsing
+        yaml, _Loader = module, type("_Loader", (base,), {})
+    return _Loader
 
 
 def parse_yaml(stream):
@@ -132,7 +137,7 @@ def parse_yaml(stream):
     nodes (most scalars in a table) and leaving other scalars to the safe constructor. About twice
     as fast as yaml.load with CSafeLoader on these files.
     """
-    loader = _Loader(stream)
+    loader = _import_yaml()(stream)
     try:
         node = loader.get_single_node()
         if node is None:
