@@ -39,6 +39,38 @@ def deploy(*args, cwd=None, env=None, timeout=900):
 
 
 @pytest.fixture
+def cli(capfd, monkeypatch):
+    """cli(*args, env=None) -> (returncode, stdout, stderr) of ``pipeline.cli.main`` run in this process, as
+    ``deploy()`` runs it in a subprocess: from the repository root, with ``env`` added to os.environ for the
+    call only (and whatever main itself sets in os.environ, such as --trust-model's, undone after it); stdout
+    and stderr are read at the file descriptors, so what child processes and C libraries write is in them too.
+    For tests about a command's answer, not about the process: it spares the interpreter's start, the
+    imports and a converter worker of its own (the checks' tf2onnx worker, once started here, is reused)."""
+    from types import SimpleNamespace
+
+    from pipeline.cli import main
+
+    def _cli(*args, env=None):
+        saved = dict(os.environ)
+        capfd.readouterr()  # what the test printed before is not the command's
+        with monkeypatch.context() as patch:
+            patch.chdir(ROOT)
+            for key, value in (env or {}).items():
+                patch.setenv(key, str(value))
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:  # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else 1
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+        out = capfd.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
+    return _cli
+
+
+@pytest.fixture
 def write(tmp_path):
     """write("name.yaml", text) -> path of a file in tmp_path."""
 

@@ -6,7 +6,6 @@ import typing
 
 import pytest
 
-from conftest import deploy
 from pipeline.check import check_model, convert_probe
 from pipeline.check.findings import RUNNABLE_ROUTES
 from pipeline.targets import load_target
@@ -66,13 +65,13 @@ def test_a_model_checked_twice_is_converted_once(graphs, monkeypatch):
 
 
 @pytest.mark.tf
-def test_without_the_converter_it_is_the_labelled_prediction(graphs, monkeypatch):
+def test_without_the_converter_it_is_the_labelled_prediction(graphs, monkeypatch, cli):
     monkeypatch.setenv(convert_probe.CONVERT_ENV, "0")
     report = check_model(graphs["keep_prob"], tx2())
     onnx = report.route("onnx")
     assert onnx.basis == "predicted" and onnx.basis_label.startswith("predicted, tf2onnx not run")
     assert report.verdict("onnx") == "NO"  # the prediction models tf2onnx's rewriter: a fed rate stays random
-    res = deploy("check", graphs["keep_prob"], "--target", "jetson_tx2", "--route", "onnx")
+    res = cli("check", graphs["keep_prob"], "--target", "jetson_tx2", "--route", "onnx")
     assert "predicted, tf2onnx not run" in res.stdout
 
 
@@ -115,13 +114,13 @@ def test_keras_flatten_frozen_in_tf1_is_yes(graphs):
 
 
 @pytest.mark.tf
-def test_a_string_decoder_only_tftrt_takes_is_no(graphs):
+def test_a_string_decoder_only_tftrt_takes_is_no(graphs, cli):
     report = check_model(graphs["string"], tx2(), convert=False)
     assert report.verdict("tftrt") == "YES"  # DecodeJpeg would stay in TensorFlow
     assert not report.deployable and report.recommended.route in RUNNABLE_ROUTES
     data = report.to_dict()
     assert data["verdict"] == "NO" and {r["route"]: r["runnable"] for r in data["routes"]}["tftrt"] is False
-    res = deploy("check", graphs["string"], "--target", "jetson_tx2")
+    res = cli("check", graphs["string"], "--target", "jetson_tx2")
     assert res.returncode == 2
     assert "TF-TRT (information, never the verdict): YES — TensorRT would run" in res.stdout
     assert "the device needs TensorFlow with TF-TRT" in res.stdout

@@ -13,7 +13,7 @@ from pipeline.check import check_model
 from pipeline.rewrite.predict import predict_rewrite
 from pipeline.targets import load_target
 
-from conftest import ROOT, deploy
+from conftest import ROOT
 
 TX2 = None
 
@@ -213,12 +213,12 @@ def test_onnx_dynamic_spatial_dims_warn(models):
 # ------------------------------------------------------------------------------ command line
 
 
-def test_cli_text_json_markdown_junit_and_exit_codes(models, tmp_path):
+def test_cli_text_json_markdown_junit_and_exit_codes(models, tmp_path, cli):
     bad = fixtures.onnx_model(models / "cli15.onnx", opset=15)
-    res = deploy("check", bad, "--target", "jetson_tx2")
+    res = cli("check", bad, "--target", "jetson_tx2")
     assert res.returncode == 2
     assert "onnx: NO — 1 blocker" in res.stdout and "verdict: NO" in res.stdout
-    res = deploy("check", bad, "--target", "jetson_tx2", "--format", "json", "--junit", tmp_path / "check.xml")
+    res = cli("check", bad, "--target", "jetson_tx2", "--format", "json", "--junit", tmp_path / "check.xml")
     data = json.loads(res.stdout)
     assert data["schema"] == "deploy.check/2" and data["deployable"] is False and data["verdict"] == "NO"
     assert data["recommended"] == {"route": "onnx", "detail": "opset 15, TensorRT 8.2.1 ONNX parser", "blockers": 1,
@@ -228,7 +228,7 @@ def test_cli_text_json_markdown_junit_and_exit_codes(models, tmp_path):
     suites = ET.parse(str(tmp_path / "check.xml")).getroot()
     suite = suites.find("testsuite")
     assert suite.get("name") == "deploy.check.onnx" and suite.get("failures") == "2"
-    res = deploy("check", bad, "--target", "xavier_nx", "--format", "markdown")
+    res = cli("check", bad, "--target", "xavier_nx", "--format", "markdown")
     assert res.returncode == 0 and "**Verdict: YES**" in res.stdout and "| onnx | YES | 0 | 0 |" in res.stdout
 
 
@@ -237,25 +237,25 @@ def test_cli_text_json_markdown_junit_and_exit_codes(models, tmp_path):
     (b"\x00\x01garbage\xff" * 10, "not a"),
     (b"<html><head><title>Model</title></head><body>404</body></html>", "not a"),
 ])
-def test_cli_bad_files_are_one_line_errors(tmp_path, content, message):
+def test_cli_bad_files_are_one_line_errors(tmp_path, content, message, cli):
     for suffix in (".pb", ".pbtxt"):
         path = tmp_path / ("model" + suffix)
         path.write_bytes(content)
-        res = deploy("check", path, "--target", "jetson_tx2")
+        res = cli("check", path, "--target", "jetson_tx2")
         assert res.returncode == 1, res.stderr
         assert res.stderr.startswith("deploy: error: ") and res.stderr.count("\n") == 1, res.stderr
         assert str(path) in res.stderr and "Traceback" not in res.stderr
 
 
-def test_cli_unknown_target_and_route(models):
+def test_cli_unknown_target_and_route(models, cli):
     path = fixtures.onnx_model(models / "t.onnx")
-    res = deploy("check", path, "--target", "jetson_nan")
+    res = cli("check", path, "--target", "jetson_nan")
     assert res.returncode == 1 and "did you mean 'jetson_nano'?" in res.stderr
-    res = deploy("check", path, "--target", "orin_nano", "--route", "uff")
+    res = cli("check", path, "--target", "orin_nano", "--route", "uff")
     assert res.returncode == 1 and "--route uff: orin_nano has no uff route" in res.stderr
 
 
-def test_saved_model_without_variables(tmp_path):
+def test_saved_model_without_variables(tmp_path, cli):
     from pipeline.graph.proto import message_class
 
     SavedModel = message_class("SavedModel")
@@ -268,7 +268,7 @@ def test_saved_model_without_variables(tmp_path):
     sig.outputs["y"].name = "w:0"
     (tmp_path / "sm").mkdir()
     (tmp_path / "sm" / "saved_model.pb").write_bytes(sm.SerializeToString())
-    res = deploy("check", tmp_path / "sm", "--target", "jetson_tx2")
+    res = cli("check", tmp_path / "sm", "--target", "jetson_tx2")
     assert res.returncode == 1 and "has no variables" in res.stderr, res.stderr
 
 
@@ -285,13 +285,13 @@ def test_saved_model_only_the_signature_is_checked(models):
     assert [f.op for f in trained.findings if f.batch_dependent] == ["RandomUniform"]
 
 
-def test_rewrite_auto_fixes_onnx_opset_and_uint8_input(models):
+def test_rewrite_auto_fixes_onnx_opset_and_uint8_input(models, cli):
     for name, kw, passes in (("r15", dict(opset=15), ["lower_opset"]),
                              ("ru8", dict(input_type=TensorProto.UINT8), ["retype_uint8_input"])):
         source = fixtures.onnx_model(models / (name + ".onnx"), **kw)
-        res = deploy("rewrite", source, "--target", "jetson_tx2", "-o", models / (name + "_fixed.onnx"), "--auto")
+        res = cli("rewrite", source, "--target", "jetson_tx2", "-o", models / (name + "_fixed.onnx"), "--auto")
         assert res.returncode == 0, res.stderr
         assert "after rewrite: YES — onnx at opset 13: 0 blockers" in res.stdout
         receipt = json.loads((models / (name + "_fixed.rewrite.json")).read_text())
         assert [p["pass"] for p in receipt["passes"]] == passes and receipt["check_before"]["deployable"] is False
-        assert deploy("check", models / (name + "_fixed.onnx"), "--target", "jetson_tx2").returncode == 0
+        assert cli("check", models / (name + "_fixed.onnx"), "--target", "jetson_tx2").returncode == 0

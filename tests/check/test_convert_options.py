@@ -26,19 +26,19 @@ def _onnx(obj):
     return next(r for r in obj["routes"] if r["route"] == "onnx")
 
 
-def test_no_convert_predicts_and_says_so(graphs):
-    r = deploy("check", graphs["flatten"], "--target", "jetson_tx2", "--format", "json", "--no-convert",
-               env={"DEPLOY_CHECK_CONVERT": "1"})
+def test_no_convert_predicts_and_says_so(graphs, cli):
+    r = cli("check", graphs["flatten"], "--target", "jetson_tx2", "--format", "json", "--no-convert",
+            env={"DEPLOY_CHECK_CONVERT": "1"})
     assert r.returncode == 0, r.stderr
     onnx = _onnx(json.loads(r.stdout))
     assert onnx["basis"] == "predicted" and onnx["convert_seconds"] is None
-    text = deploy("check", graphs["flatten"], "--target", "jetson_tx2", "--no-convert").stdout
+    text = cli("check", graphs["flatten"], "--target", "jetson_tx2", "--no-convert").stdout
     assert "onnx route: predicted, tf2onnx not run" in text
 
 
-def test_no_convert_for_every_model_of_a_zoo(graphs):
-    r = deploy("check", graphs["flatten"], graphs["lstm"], "--target", "jetson_tx2", "--format", "json",
-               "--no-convert", env={"DEPLOY_CHECK_CONVERT": "1"})
+def test_no_convert_for_every_model_of_a_zoo(graphs, cli):
+    r = cli("check", graphs["flatten"], graphs["lstm"], "--target", "jetson_tx2", "--format", "json",
+            "--no-convert", env={"DEPLOY_CHECK_CONVERT": "1"})
     entries = json.loads(r.stdout)
     assert [_onnx(e)["basis"] for e in entries] == ["predicted", "predicted"]
     assert [e["verdict"] for e in entries] == ["YES", "NO"]  # the dynamic LSTM: stricter than tf2onnx
@@ -54,8 +54,8 @@ def test_convert_timeout_bounds_the_tf2onnx_subprocess(graphs):
     assert "tf2onnx did not finish within 0.01 s" in onnx["note"]
 
 
-def test_convert_timeout_must_be_positive(graphs):
-    r = deploy("check", graphs["flatten"], "--target", "jetson_tx2", "--convert-timeout", "0")
+def test_convert_timeout_must_be_positive(graphs, cli):
+    r = cli("check", graphs["flatten"], "--target", "jetson_tx2", "--convert-timeout", "0")
     assert r.returncode != 0 and "--convert-timeout: 0.0 must be above 0" in r.stderr
 
 
