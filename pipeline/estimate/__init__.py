@@ -22,10 +22,12 @@ WEAK = ("dynamic shapes are fixed to the shape given; loops, plugins and custom 
 def layers_of(path, input_shapes=None, precision="fp16", signature=None):
     """The engine layers of the model at ``path`` (any format deploy check reads)."""
     from pipeline.estimate.layers import engine_layers
+    from pipeline.files import gc_paused
     from pipeline.graph import read_model
 
     graph = read_model(path, signature)
-    return graph, engine_layers(graph, input_shapes, precision)
+    with gc_paused():  # a layer, a shape list a tensor, no cycles: the collector's passes over the graph only cost
+        return graph, engine_layers(graph, input_shapes, precision)
 
 
 def board(target_name, precision):
@@ -67,11 +69,14 @@ def estimate_layers(layers, target_name, precision, batch, params=None, basis=No
 
 def estimate_model(path, targets, precision="fp16", batches=(1,), input_shapes=None, signature=None):
     """The estimate report of a model on each target, for each batch size (a dict ``deploy estimate`` prints)."""
+    from pipeline.files import gc_paused
+
     graph, layers = layers_of(path, input_shapes, precision, signature)
     if not any(layer.known and layer.flops for layer in layers):
         raise DeployError("{}: no layer's shape could be followed from the inputs ({}); give each input a fixed shape "
                           "with --input-shape NAME=1,224,224,3".format(path, ", ".join(graph.inputs) or "none"))
-    estimates = [estimate_layers(layers, t, precision, b) for t in targets for b in batches]
+    with gc_paused():
+        estimates = [estimate_layers(layers, t, precision, b) for t in targets for b in batches]
     known = [layer for layer in layers if layer.known]
     return {
         "model": str(path), "format": graph.format, "inputs": list(graph.inputs),

@@ -105,12 +105,21 @@ class Shapes:
         self.dims = {}
         self.ints = {}
         self.window_cache = {}
+        self._plain = graph.kind != "tensorflow"  # every name is its own key (ONNX)
 
     def of(self, tensor):
-        return self.dims.get(tensor_key(self.graph, tensor)) if tensor else None
+        if not tensor:
+            return None
+        if self._plain or (":" not in tensor and "^" not in tensor):  # tensor_key's own answer, without the call
+            return self.dims.get(tensor)
+        return self.dims.get(tensor_key(self.graph, tensor))
 
     def value(self, tensor):
-        return self.ints.get(tensor_key(self.graph, tensor)) if tensor else None
+        if not tensor:
+            return None
+        if self._plain or (":" not in tensor and "^" not in tensor):
+            return self.ints.get(tensor)
+        return self.ints.get(tensor_key(self.graph, tensor))
 
 
 def tensor_shapes(graph, order, overrides=None):
@@ -126,12 +135,13 @@ def tensor_shapes(graph, order, overrides=None):
         from pipeline.estimate.onnx_shapes import infer_onnx as infer
     else:
         infer = _infer_tf
+    errors = (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError)
     for node in order:
         if node.op in SKIP:
             continue
         try:
             infer(shapes, node)
-        except (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError):
+        except errors:
             pass  # left unknown: the layer says so
     return shapes
 
@@ -149,16 +159,17 @@ _TF_BINARY = frozenset(["Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum
 
 
 def _infer_tf(shapes, node):
-    op, ins, dims = node.op, node.inputs, shapes.dims
+    op, dims = node.op, shapes.dims
     key = node.name
-    first = shapes.of(ins[0]) if ins else None
-    if op == "Const":
+    if op == "Const":  # the weights: most nodes of a frozen graph, and they have no input to look up
         shape, dtype = const_shape(node, shapes.window_cache)
         if shape is not None:
             dims[key] = shape
             if dtype in ("int32", "int64") and small(shape):
                 shapes.ints[key] = ints_of(node_attr(node, "value"))
         return
+    ins = node.inputs
+    first = shapes.of(ins[0]) if ins else None
     if op in ("VarHandleOp", "VariableV2"):  # a SavedModel's weights: the variable's declared shape
         shape = node_attr(node, "shape")
         if shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
@@ -245,8 +256,8 @@ def _window_attrs(node, cache):
     source = node.__dict__.get("_attr_source")
     key = None
     if source is not None and source[0] is decode_node_def_attrs:
-        attr = source[1].attr
-        key = tuple(attr[k].SerializeToString() if k in attr else None for k in _WINDOW_KEYS)
+        get = source[1].attr.get
+        key = tuple([None if v is None else v.SerializeToString() for v in [get(k) for k in _WINDOW_KEYS]])
         hit = cache.get(key)
         if hit is not None:
             return hit

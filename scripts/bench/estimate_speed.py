@@ -2,7 +2,7 @@
 """How long `deploy estimate` takes, end to end in a fresh process (issue 30 item 5: a MobileNet-size graph in
 well under a second, a 200,000-node graph in a few seconds; no TensorFlow, TensorRT or GPU).
 
-    python scripts/bench/estimate_speed.py [--nodes 200000] [--rounds 3] [--model frozen.pb ...]
+    python scripts/bench/estimate_speed.py [--nodes 200000] [--rounds 3] [--model frozen.pb ...] [--profile]
 
 The 200,000-node graph is graph_read.py's (frozen-CNN blocks Const -> Conv2D -> Const -> BiasAdd -> Relu,
 written with deploy's own protobuf module, no TensorFlow). ``--model`` times models of yours too (e.g. a
@@ -10,6 +10,9 @@ MobileNetV2 frozen with convert_variables_to_constants_v2). Each timing is `depl
 jetson_nano --format json` in a fresh process (interpreter start, imports, read, estimate, print); the
 median of ``--rounds`` is reported with the process's CPU time, and `uptime`'s load average (a shared
 machine's wall times are not comparable: CPU time is the figure it disturbs least). One JSON line at the end.
+``--profile``: also estimate the big graph once in this process under cProfile and print the 20 functions that
+take the most time of their own (where to look next; the profiler slows Python calls, so its seconds are not
+the estimate's).
 """
 
 import argparse
@@ -44,11 +47,23 @@ def time_estimate(model, rounds):
     return statistics.median(walls), statistics.median(cpus), report["layers"]
 
 
+def profile(model):
+    import cProfile
+    import pstats
+
+    from pipeline.estimate import estimate_model
+
+    profiler = cProfile.Profile()
+    profiler.runcall(estimate_model, str(model), ["jetson_nano"])
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", action="append", default=[])
+    parser.add_argument("--profile", action="store_true", help="cProfile one in-process estimate of the big graph")
     args = parser.parse_args()
     from graph_read import write_frozen
 
@@ -62,6 +77,8 @@ def main():
             results[name] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "layers": layers}
             print("{}: {:.2f} s wall, {:.2f} s CPU ({} engine layers; median of {})".format(
                 name, wall, cpu, layers, args.rounds))
+        if args.profile:
+            profile(big)
     print("load average after:", os.getloadavg())
     print(json.dumps(results, sort_keys=True))
 
