@@ -4,8 +4,20 @@ Human output goes to stderr; with ``--json`` each event is one JSON object per l
 """
 
 import json
+import os
 import sys
 import time
+
+AFTER_ENV = "DEPLOY_PROGRESS_AFTER"  # seconds before a step names itself (default 2; 0: every step, at once)
+STEP_AFTER = 2.0
+
+
+def step_after():
+    """The threshold of Progress.step: $DEPLOY_PROGRESS_AFTER seconds, else 2."""
+    try:
+        return max(0.0, float(os.environ.get(AFTER_ENV, STEP_AFTER)))
+    except ValueError:
+        return STEP_AFTER
 
 
 class _NoBar:
@@ -57,14 +69,17 @@ class Progress:
             fields = dict(event=kind, time=round(time.time(), 3), **fields)
             print(json.dumps(fields, sort_keys=True, default=str), file=sys.stdout, flush=True)
 
-    def step(self, message, after=2.0):
+    def step(self, message, after=None):
         """A context for one step that may take long: ``message`` goes to stderr once the step has run
-        ``after`` seconds (a quick step says nothing), then how long it took. Human mode only.
+        ``after`` seconds (default: ``step_after()``, 2 s; a quick step says nothing), then how long it
+        took. Human mode only. ``note(line)`` on the step: a line of detail (an estimate, "image 3/8") shown
+        only when the step is slow: at once after it named itself, else the latest note with its name.
 
-            with progress.step("converting model.pb with tf2onnx (1 of 12)"):
+            with progress.step("converting model.pb with tf2onnx (1 of 12)") as step:
                 ...
+                step.note("about 40 s")
         """
-        return _Step(self, message, after)
+        return _Step(self, message, step_after() if after is None else after)
 
     def bar(self, total=None, desc="", unit="it"):
         """A progress bar (tqdm) for a human on a terminal or log; a no-op otherwise."""
@@ -87,16 +102,33 @@ class _Step:
     """See Progress.step."""
 
     def __init__(self, progress, message, after):
+        import threading
+
         self.progress, self.message, self.after = progress, message, after
-        self.timer, self.said, self.start = None, False, 0.0
+        self.timer, self.said, self.start, self.latest = None, False, 0.0, None
+        self.lock = threading.Lock()
 
     def _say(self):
-        self.said = True
-        self.progress.log(self.message + " ...")
+        with self.lock:
+            self.said = True
+            self.progress.log(self.message + " ...")
+            if self.latest is not None:
+                self.progress.log("  " + self.latest)
+
+    def note(self, line):
+        """A detail of a slow step (see Progress.step); kept, not shown, while the step is quick."""
+        with self.lock:
+            if self.said:
+                self.progress.log("  " + line)
+            else:
+                self.latest = line
 
     def __enter__(self):
         self.start = time.monotonic()
         if self.progress.mode == "human":
+            if self.after <= 0:  # every step, at once (DEPLOY_PROGRESS_AFTER=0): no thread
+                self._say()
+                return self
             import threading
 
             self.timer = threading.Timer(self.after, self._say)
@@ -111,4 +143,3 @@ class _Step:
         if self.said and exc[0] is None:
             self.progress.log("{}: done in {:.1f} s".format(self.message, time.monotonic() - self.start))
         return False
-

@@ -53,7 +53,7 @@ def consistency_command(model, batch_sizes, samples, dataset=None, tolerance=Non
             code = main(argv)
         except SystemExit as e:  # a flag argparse refused (its type= parser): usage error, exit 1
             code = e.code
-    errors = "".join(line + "\n" for line in err.getvalue().splitlines() if not line.startswith("consistency: "))
+    errors = "".join(line + "\n" for line in err.getvalue().splitlines() if not line.lstrip().startswith("consistency: "))
     return (out.getvalue() + errors).strip(), code
 
 

@@ -70,3 +70,35 @@ def test_a_slow_step_says_what_it_does_on_stderr_a_quick_one_says_nothing(capsys
         time.sleep(0.1)
     assert capsys.readouterr() == ("", "")
     assert threading.active_count() == threads  # pipeline.check.background forks only without other threads
+
+
+def test_the_threshold_is_2_s_unless_set_and_0_names_every_step_at_once(monkeypatch, capsys):
+    """Issue 26 item 2: $DEPLOY_PROGRESS_AFTER moves the threshold (0: every step, named when it starts, with
+    no timer thread); a step's notes show only once it has named itself (the latest one with its name)."""
+    import threading
+
+    from pipeline.progress import AFTER_ENV, Progress, step_after
+
+    monkeypatch.delenv(AFTER_ENV, raising=False)
+    assert step_after() == 2.0
+    monkeypatch.setenv(AFTER_ENV, "not a number")
+    assert step_after() == 2.0
+    monkeypatch.setenv(AFTER_ENV, "30")
+    with Progress("human", bars=False).step("reading quick.pb") as step:
+        step.note("image 1/2 done")
+    assert capsys.readouterr() == ("", "")
+    monkeypatch.setenv(AFTER_ENV, "0")
+    threads = threading.active_count()
+    with Progress("human", bars=False).step("reading slow.pb") as step:
+        assert threading.active_count() == threads
+        step.note("image 1/2 done")
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines[:2] == ["reading slow.pb ...", "  image 1/2 done"]
+    assert lines[2].startswith("reading slow.pb: done in ") and len(lines) == 3
+    step = Progress("human", bars=False).step("converting", after=60)
+    with step:
+        step.note("about 40 s")
+        step.note("image 1/2 done")
+        step._say()  # what the timer does once the step has run past its threshold
+    assert capsys.readouterr().err.splitlines()[:2] == ["converting ...", "  image 1/2 done"]

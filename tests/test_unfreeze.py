@@ -257,7 +257,8 @@ def test_a_keras3_graph_keeps_batch_norm_statistics_frozen_and_its_trainable_sca
         tf.TensorSpec([None, 8, 8, 3], tf.float32, name="input"))
     graph_def = convert_variables_to_constants_v2(function).graph.as_graph_def()
     (tmp_path / "frozen.pb").write_bytes(graph_def.SerializeToString())
-    res = deploy("unfreeze", tmp_path / "frozen.pb", "-o", tmp_path / "unfrozen", "--format", "json")
+    res = deploy("unfreeze", tmp_path / "frozen.pb", "-o", tmp_path / "unfrozen", "--format", "json",
+                 env={"DEPLOY_PROGRESS_AFTER": "0"})  # every step named, however quick
     assert res.returncode == 0, res.stderr
     result = json.loads(res.stdout)  # the result alone on stdout; the progress on stderr (issue 26, item 2)
     assert "(step 1 of 3)" in res.stderr and "(step 3 of 3)" in res.stderr

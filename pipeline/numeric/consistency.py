@@ -325,23 +325,27 @@ def check_model(model_path, batch_sizes=(2, 8), samples=4, dataset=None, toleran
                 time_limit_s=TIME_LIMIT_S, progress=None, rtol=RTOL):
     """``deploy consistency`` on the model file at ``model_path`` (frozen graph or ONNX): the report,
     with the first divergence when a TensorFlow graph fails. ``tolerance`` and ``rtol``: numeric.diff's
-    atol and rtol (the CLI's --atol, --rtol). DeployError for bad input."""
+    atol and rtol (the CLI's --atol, --rtol). ``progress``: a pipeline.progress.Progress told each step that
+    runs long (reading, the runs with their estimate and images done, the divergence search). DeployError for
+    bad input."""
     from pathlib import Path
 
     from pipeline.backends import open_session
+    from pipeline.progress import Progress
 
     path = Path(model_path)
     if samples < 1 or tolerance < 0 or rtol < 0:
         raise DeployError("--samples must be 1 or more, --atol and --rtol 0 or more (got {}, {}, {})".format(
             samples, tolerance, rtol))
-    if progress is not None:
-        progress("consistency: reading {}".format(path))
-    session = open_session(path)
-    images, source = _images(_ImageInput(session, str(path)).input_shape, samples, dataset, seed)
-    report = batch_consistency(session, images, batch_sizes, tolerance=tolerance, rtol=rtol, seed=seed,
-                               source=source, model=str(path), time_limit_s=time_limit_s, progress=progress)
+    progress = progress or Progress("quiet")
+    with progress.step("consistency: reading {}".format(path)):
+        session = open_session(path)
+        images, source = _images(_ImageInput(session, str(path)).input_shape, samples, dataset, seed)
+    with progress.step("consistency: {} image(s) alone and in batches of {}".format(
+            len(images), ", ".join(str(b) for b in sorted(set(batch_sizes))))) as step:
+        report = batch_consistency(session, images, batch_sizes, tolerance=tolerance, rtol=rtol, seed=seed,
+                                   source=source, model=str(path), time_limit_s=time_limit_s, progress=step.note)
     if not report.passed and session.name == "tensorflow":
-        if progress is not None:
-            progress("consistency: inconsistent; looking for the first layer that diverges")
-        diagnose(report, path, images, tolerance, rtol)
+        with progress.step("consistency: inconsistent; looking for the first layer that diverges"):
+            diagnose(report, path, images, tolerance, rtol)
     return report

@@ -40,13 +40,21 @@ def rewrite_auto(graph, io, target, options, samples, tolerance=1e-4, reference=
     """Apply every pass a finding of `deploy check` names, check again, repeat until nothing applies.
     ``report``: the graph's CheckReport as it is now, when the caller has it (not checked again).
     Returns (receipt, the CheckReport of the graph as it is at the end)."""
+    from pipeline.progress import Progress
+
+    progress = progress or Progress("quiet")
+
+    def check_again():
+        with progress.step("rewrite: checking it again for {}".format(target.name)):
+            return auto_passes(graph, target)
+
     receipt, applied = [], []
     for _ in range(rounds):
-        names, report = (auto_plan(report), report) if report is not None else auto_passes(graph, target)
+        names, report = (auto_plan(report), report) if report is not None else check_again()
         names = [n for n in names if n not in applied]
         if not names:
             return receipt, report
         receipt += apply_passes(graph, io, names, options, samples, tolerance, reference, progress)
         applied += names
         report = None  # the graph changed
-    return receipt, auto_passes(graph, target)[1]
+    return receipt, check_again()[1]

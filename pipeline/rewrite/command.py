@@ -33,29 +33,32 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
         raise DeployError("{}: deploy rewrite works on frozen TensorFlow graphs (.pb/.pbtxt) for now".format(model))
     from pipeline.tf.screen import screen_graph
 
-    log = progress.log if progress is not None else (lambda line: None)
-    log("rewrite {}: reading".format(model))
-    graph = TFGraph.load(model)
-    io = graph_io(graph, model, outputs)
-    screen_graph(graph.graph_def, model, outputs=[o["name"] for o in io["outputs"]])  # before anything runs
-    ref = TFGraph.load(reference) if reference else None
-    from pipeline.rewrite.feed import check_feed
+    from pipeline.progress import Progress
 
-    options = options or {}
-    shape = options.get("set_input_shape", {}) if "set_input_shape" in pass_names or auto else {}
-    feed = check_feed(graph, io, dataset, samples, (shape.get("input"), shape["shape"]) if shape.get("shape") else None)
-    log("  numeric checks: {}".format(feed.source))
-    log("  checking it for {} (before)".format(target.name))
-    before = check_graph(view(graph), target)
+    progress = progress or Progress("quiet")
+    with progress.step("rewrite {}: reading".format(model)):
+        graph = TFGraph.load(model)
+        io = graph_io(graph, model, outputs)
+        screen_graph(graph.graph_def, model, outputs=[o["name"] for o in io["outputs"]])  # before anything runs
+        ref = TFGraph.load(reference) if reference else None
+        from pipeline.rewrite.feed import check_feed
+
+        options = options or {}
+        shape = options.get("set_input_shape", {}) if "set_input_shape" in pass_names or auto else {}
+        feed = check_feed(graph, io, dataset, samples,
+                          (shape.get("input"), shape["shape"]) if shape.get("shape") else None)
+    with progress.step("rewrite: checking it for {} (before)".format(target.name)):
+        before = check_graph(view(graph), target)
     nodes_before = len(graph.graph_def.node)
     receipt = apply_passes(graph, io, list(pass_names), options, feed, tolerance, ref, progress) if pass_names else []
     current = None if pass_names else before  # the graph's report as it is now, when no pass has run
     if auto:
         more, current = rewrite_auto(graph, io, target, options, feed, tolerance, ref, progress, report=current)
         receipt += more
-    if current is None:
-        log("  checking the result for {}".format(target.name))
-    after = current if current is not None else check_graph(view(graph), target)
+    after = current
+    if after is None:
+        with progress.step("rewrite: checking the result for {}".format(target.name)):
+            after = check_graph(view(graph), target)
     summary = {
         "model": str(model),
         "target": target.name,
@@ -135,9 +138,13 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
     from pipeline.rewrite.engine import ONNXSubject, check_names, run_passes
     from pipeline.rewrite.plan import auto_plan
 
+    from pipeline.progress import Progress
+
+    progress = progress or Progress("quiet")
     options = dict(options or {})
     options.setdefault("lower_opset", {}).setdefault("opset", target.max_opset)
-    before = check_graph(read_model(model_path), target)
+    with progress.step("rewrite {}: reading and checking it for {} (before)".format(model_path, target.name)):
+        before = check_graph(read_model(model_path), target)
     names = list(pass_names)
     if auto:
         names += [n for n in auto_plan(before, kind="onnx") if n not in names]
@@ -149,7 +156,8 @@ def rewrite_onnx(model_path, target, pass_names=(), auto=False, options=None, sa
     model = subject.model
     import tempfile
 
-    with tempfile.NamedTemporaryFile(suffix=".onnx") as tmp:
+    with tempfile.NamedTemporaryFile(suffix=".onnx") as tmp, \
+            progress.step("rewrite: checking the result for {}".format(target.name)):
         # the view is of the model in memory; the file is there because the ONNX checks read the ModelProto
         # from the view's source (check/routes.py check_onnx_model, check/patterns.py _onnx_axes)
         onnx.save(model, tmp.name)

@@ -175,7 +175,11 @@ def check_names(names, kind):
 
 
 def run_passes(subject, names, options, tolerance=1e-4, reference_outputs=None, progress=None):
-    """Apply the passes ``names`` in order to the subject; return the receipt (one entry per pass)."""
+    """Apply the passes ``names`` in order to the subject; return the receipt (one entry per pass, each
+    shown by ``format_pass``). ``progress``: a pipeline.progress.Progress told each pass that runs long."""
+    from pipeline.progress import Progress
+
+    progress = progress or Progress("quiet")
     check_names(names, subject.kind)
     passes = registry(subject.kind)
     receipt = []
@@ -189,30 +193,34 @@ def run_passes(subject, names, options, tolerance=1e-4, reference_outputs=None, 
         if missing:
             raise DeployError("rewrite pass {} needs option {} (stages.rewrite.options.{}.{})".format(
                 name, missing[0], name, missing[0]))
-        before_counts = subject.op_counts()
-        skipped = getattr(subject, "skipped", None)
-        before = None if p.changes_behaviour or skipped else subject.run()
-        sites = subject.apply(p, opts)
-        delta = _delta(before_counts, subject.op_counts())
-        entry = {"pass": name, "sites": list(sites), "ops": delta, "changes_behaviour": p.changes_behaviour}
-        if (sites or delta) and skipped:
-            entry["comparison"] = {"against": "not compared: " + skipped}
-        elif (sites or delta) and p.changes_behaviour and not subject.compares_changes:
-            pass  # not comparable by design (see the module doc)
-        elif (sites or delta) and p.changes_behaviour and index < last_changing:
-            entry["comparison"] = {"against": "deferred to {}, the last behaviour-changing pass".format(names[last_changing])}
-        elif sites or delta:
-            entry["comparison"] = _compare(name, p, subject, before, reference_outputs, tolerance)
-        receipt.append(entry)
-        if progress is not None:
-            progress.log("  {:<24} {} site(s); {}; {}".format(name, len(sites), format_delta(delta),
-                                                             _comparison_text(entry.get("comparison"))))
+        with progress.step("rewrite: pass {} ({} of {})".format(name, index + 1, len(names))):
+            before_counts = subject.op_counts()
+            skipped = getattr(subject, "skipped", None)
+            before = None if p.changes_behaviour or skipped else subject.run()
+            sites = subject.apply(p, opts)
+            delta = _delta(before_counts, subject.op_counts())
+            entry = {"pass": name, "sites": list(sites), "ops": delta, "changes_behaviour": p.changes_behaviour}
+            if (sites or delta) and skipped:
+                entry["comparison"] = {"against": "not compared: " + skipped}
+            elif (sites or delta) and p.changes_behaviour and not subject.compares_changes:
+                pass  # not comparable by design (see the module doc)
+            elif (sites or delta) and p.changes_behaviour and index < last_changing:
+                entry["comparison"] = {"against": "deferred to {}, the last behaviour-changing pass".format(names[last_changing])}
+            elif sites or delta:
+                entry["comparison"] = _compare(name, p, subject, before, reference_outputs, tolerance)
+            receipt.append(entry)
     return receipt
 
 
 def _delta(before, after):
     keys = sorted(set(before) | set(after))
     return {k: after.get(k, 0) - before.get(k, 0) for k in keys if after.get(k, 0) != before.get(k, 0)}
+
+
+def format_pass(entry):
+    """One receipt entry as a line: the pass, its sites, the op counts it changed, its numeric comparison."""
+    return "  {:<24} {} site(s); {}; {}".format(entry["pass"], len(entry["sites"]), format_delta(entry["ops"]),
+                                               _comparison_text(entry.get("comparison")))
 
 
 def format_delta(delta):

@@ -110,8 +110,9 @@ def _through(by_name, name):
 
 def unfreeze(frozen_path, out_dir, scopes=None, io=None, progress=None):
     """Write a trainable SavedModel for ``frozen_path``; returns {"variables", "trainable", "inputs", "outputs"}.
-    ``progress``: a pipeline.progress.Progress told each step (reading, variables, saving)."""
+    ``progress``: a pipeline.progress.Progress told each step that runs long (reading, variables, saving)."""
     from pipeline.graph.parsing import sniff_protobuf
+    from pipeline.progress import Progress
     from pipeline.tf import import_tf
     from pipeline.graph.io import graph_io
     from pipeline.tf.graph import load_graph_def
@@ -124,62 +125,58 @@ def unfreeze(frozen_path, out_dir, scopes=None, io=None, progress=None):
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DeployError("-o {}: already exists{}; choose a new directory".format(
             out_dir, " and is not empty" if out_dir.is_dir() else " as a file"))
-    _log(progress, "unfreeze {}: reading (step 1 of 3)".format(frozen_path))
-    tf = import_tf()
-    graph_def = load_graph_def(frozen_path)
-    io = io or graph_io(graph_def, frozen_path)
-    from pipeline.tf.screen import screen_graph
+    progress = progress or Progress("quiet")
+    with progress.step("unfreeze {}: reading (step 1 of 3)".format(frozen_path)):
+        tf = import_tf()
+        graph_def = load_graph_def(frozen_path)
+        io = io or graph_io(graph_def, frozen_path)
+        from pipeline.tf.screen import screen_graph
 
-    screen_graph(graph_def, frozen_path, outputs=[o["name"] for o in io["outputs"]])  # it runs when trained
-    weights = weight_constants(graph_def, scopes)
-    if not weights:
-        raise DeployError("{}: no weight constants to unfreeze{} (float constants of more than one value that a "
-                          "computation reads)".format(frozen_path, " under " + ", ".join(scopes) if scopes else ""))
-    if len(io["inputs"]) != 1:
-        raise DeployError("{}: unfreeze supports one input, the graph has {}".format(frozen_path, len(io["inputs"])))
-    _log(progress, "unfreeze: {} weights become variables, {} trainable (step 2 of 3)".format(
-        len(weights), sum(weights.values())))
-    consts = {n.name: n for n in graph_def.node}
-    variables = {name: tf.Variable(tf.make_ndarray(consts[name].attr["value"].tensor), name=name, trainable=trainable)
-                 for name, trainable in weights.items()}
-    inp = io["inputs"][0]
-    placeholder = consts[inp["name"]]
-    shape = [d.size if d.size >= 0 else None for d in placeholder.attr["shape"].shape.dim] \
-        if not placeholder.attr["shape"].shape.unknown_rank else None
-    spec = tf.TensorSpec(shape, tf.as_dtype(placeholder.attr["dtype"].type), name=inp["name"])
-    outputs = [o["name"] for o in io["outputs"]]
+        screen_graph(graph_def, frozen_path, outputs=[o["name"] for o in io["outputs"]])  # it runs when trained
+        weights = weight_constants(graph_def, scopes)
+        if not weights:
+            raise DeployError("{}: no weight constants to unfreeze{} (float constants of more than one value that a "
+                              "computation reads)".format(frozen_path, " under " + ", ".join(scopes) if scopes else ""))
+        if len(io["inputs"]) != 1:
+            raise DeployError("{}: unfreeze supports one input, the graph has {}".format(frozen_path, len(io["inputs"])))
+    with progress.step("unfreeze: {} weights become variables, {} trainable (step 2 of 3)".format(
+            len(weights), sum(weights.values()))):
+        consts = {n.name: n for n in graph_def.node}
+        variables = {name: tf.Variable(tf.make_ndarray(consts[name].attr["value"].tensor), name=name, trainable=trainable)
+                     for name, trainable in weights.items()}
+        inp = io["inputs"][0]
+        placeholder = consts[inp["name"]]
+        shape = [d.size if d.size >= 0 else None for d in placeholder.attr["shape"].shape.dim] \
+            if not placeholder.attr["shape"].shape.unknown_rank else None
+        spec = tf.TensorSpec(shape, tf.as_dtype(placeholder.attr["dtype"].type), name=inp["name"])
+        outputs = [o["name"] for o in io["outputs"]]
 
-    def run(x):
-        mapping = {inp["name"] + ":0": x}
-        mapping.update({name + ":0": var.read_value() for name, var in variables.items()})
-        results = tf.compat.v1.import_graph_def(graph_def, input_map=mapping,
-                                                return_elements=[o + ":0" for o in outputs], name="graph")
-        return {o: tf.identity(r, name=o) for o, r in zip(outputs, results)}
+        def run(x):
+            mapping = {inp["name"] + ":0": x}
+            mapping.update({name + ":0": var.read_value() for name, var in variables.items()})
+            results = tf.compat.v1.import_graph_def(graph_def, input_map=mapping,
+                                                    return_elements=[o + ":0" for o in outputs], name="graph")
+            return {o: tf.identity(r, name=o) for o, r in zip(outputs, results)}
 
-    serve = tf.function(run, input_signature=[spec], autograph=False)
+        serve = tf.function(run, input_signature=[spec], autograph=False)
 
-    def call(inputs, training=False):  # the reusable-SavedModel signature; batch norm is in inference form either way
-        out = run(inputs)
-        return out[outputs[0]] if len(outputs) == 1 else out
+        def call(inputs, training=False):  # the reusable-SavedModel signature; batch norm is in inference form either way
+            out = run(inputs)
+            return out[outputs[0]] if len(outputs) == 1 else out
 
-    obj = tf.__internal__.tracking.AutoTrackable()
-    obj.variables = list(variables.values())
-    obj.trainable_variables = [v for v in obj.variables if v.trainable]
-    obj.regularization_losses = []
-    obj.weights = obj.variables  # deploy's earlier name for the list
-    obj.__call__ = tf.function(call, autograph=False)
-    for training in (False, True):
-        obj.__call__.get_concrete_function(spec, training)
-    obj.serve = serve
-    _log(progress, "unfreeze: tracing and writing the SavedModel {} (step 3 of 3)".format(out_dir))
-    _save(tf, obj, serve, out_dir)
+        obj = tf.__internal__.tracking.AutoTrackable()
+        obj.variables = list(variables.values())
+        obj.trainable_variables = [v for v in obj.variables if v.trainable]
+        obj.regularization_losses = []
+        obj.weights = obj.variables  # deploy's earlier name for the list
+        obj.__call__ = tf.function(call, autograph=False)
+        for training in (False, True):
+            obj.__call__.get_concrete_function(spec, training)
+        obj.serve = serve
+    with progress.step("unfreeze: tracing and writing the SavedModel {} (step 3 of 3)".format(out_dir)):
+        _save(tf, obj, serve, out_dir)
     return {"variables": list(weights), "trainable": [n for n, t in weights.items() if t],
             "inputs": [inp["name"]], "outputs": outputs}
-
-
-def _log(progress, line):
-    if progress is not None:
-        progress.log(line)
 
 
 def _save(tf, obj, serve, out_dir):

@@ -1,7 +1,6 @@
 """deploy consistency MODEL: the same image alone and inside batches."""
 
 import json
-import sys
 
 from pipeline.cli.args import add_atol, add_format, add_trust, add_verb, batch_sizes, count, positive
 from pipeline.errors import EXIT_DIFFERENT
@@ -26,10 +25,10 @@ def run(args):
     """Same image alone and inside batches: do the outputs agree? Names the first layer that diverges.
     Exit 4 when they differ (deploy's "a comparison found a difference")."""
     from pipeline.numeric.consistency import check_model, format_report
+    from pipeline.progress import Progress
 
     report = check_model(args.model, args.batch_sizes, args.samples, args.dataset, args.atol, rtol=args.rtol,
-                         time_limit_s=args.time_limit, progress=None if args.quiet else
-                         (lambda line: print(line, file=sys.stderr, flush=True)))
+                         time_limit_s=args.time_limit, progress=Progress("quiet" if args.quiet else "human"))
     print(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str) if args.format == "json"
           else format_report(report))
     return 0 if report.passed else EXIT_DIFFERENT

@@ -68,6 +68,7 @@ def run(args):
     from pipeline.check.report import recommendation
     from pipeline.progress import Progress
     from pipeline.rewrite.command import check_output, exit_code, rewrite_model, rewrite_onnx, write_onnx_outputs, write_outputs
+    from pipeline.rewrite.engine import format_pass
     from pipeline.targets import load_target
 
     if not args.passes and not args.auto:
@@ -93,14 +94,18 @@ def run(args):
             outputs=args.outputs or None)
         write_outputs(graph, io, summary, args.output)
         receipt = args.output[:-3] + ".rewrite.json"
-        progress.log("wrote {} ({} -> {} nodes); receipt {}".format(
-            args.output, summary["nodes"]["before"], summary["nodes"]["after"], receipt))
     if args.format == "json":
         print(json.dumps({"model": str(args.model), "target": target.name, "output": str(args.output),
                           "receipt": receipt, "deployable": report.deployable, "recommendation": recommendation(report),
                           "inputs": summary.get("inputs"), "nodes": summary["nodes"], "passes": summary["passes"],
                           "check_before": summary["check_before"], "check_after": summary["check_after"]},
                          indent=2, sort_keys=True, default=str))
-    else:
+    else:  # the receipt in short (stderr has only the progress of steps that run long)
+        if summary.get("inputs"):
+            print("numeric checks: {}".format(summary["inputs"]))
+        for entry in summary["passes"]:
+            print(format_pass(entry))
+        print("wrote {} ({} -> {} nodes); receipt {}".format(
+            args.output, summary["nodes"]["before"], summary["nodes"]["after"], receipt))
         print("after rewrite: {} — {}".format("YES" if report.deployable else "NO", recommendation(report)))
     return exit_code(report)

@@ -70,24 +70,22 @@ class DiffReport:
 
 def diff_models(a_path, b_path, signature="serving_default", outlive=False, progress=None):
     """``outlive``: both graphs are kept until the process ends (pipeline.files.outlive; the CLI's).
-    ``progress``: a pipeline.progress.Progress told each step (reading A and B, matching)."""
+    ``progress``: a pipeline.progress.Progress told each step that runs long (reading A and B, matching)."""
     from pipeline.files import gc_paused
     from pipeline.files import outlive as keep
+    from pipeline.progress import Progress
 
-    def log(line):
-        if progress is not None:
-            progress.log(line)
-
+    progress = progress or Progress("quiet")
     with gc_paused(resume=not outlive):
-        log("diff: reading {} and {} (step 1 of 2)".format(a_path, b_path))
-        a, b = _load_pair(a_path, b_path, signature)
+        with progress.step("diff: reading {} and {} (step 1 of 2)".format(a_path, b_path)):
+            a, b = _load_pair(a_path, b_path, signature)
         if outlive:
             keep((a, b))
         if a.kind != b.kind:
             raise DeployError("cannot diff a {} model ({}) with a {} model ({}); compare models of one kind".format(
                 a.kind, a_path, b.kind, b_path))
-        log("diff: matching {} and {} nodes by structure (step 2 of 2)".format(len(a.names), len(b.names)))
-        return diff_graphs(a, b)
+        with progress.step("diff: matching {} and {} nodes by structure (step 2 of 2)".format(len(a.names), len(b.names))):
+            return diff_graphs(a, b)
 
 
 PARALLEL_BYTES = 4 << 20  # from this size on, B is read in a second process while A is read here
