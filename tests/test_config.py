@@ -7,7 +7,7 @@ import pytest
 from pipeline.config import ConfigError, json_schema, load_config
 from pipeline.errors import DeployError
 
-from conftest import ROOT, deploy
+from conftest import ROOT
 
 GOOD = """\
 run:
@@ -188,20 +188,20 @@ def test_schema_is_json_schema_of_the_config():
     assert "TrainOptions" in json.dumps(schema)
 
 
-def test_cli_validate_and_schema(write):
-    ok = deploy("validate", ROOT / "configs" / "jetson_tx2.yaml")
+def test_cli_validate_and_schema(write, cli):
+    ok = cli("validate", ROOT / "configs" / "jetson_tx2.yaml")
     assert ok.returncode == 0, ok.stderr
     assert "ok (run jetson_tx2, target jetson_tx2" in ok.stdout
     bad = write("c.yaml", GOOD.replace("epochs: 2", "epoch: 2").replace("input_size: 32", "input_size: 3"))
-    res = deploy("validate", bad)
+    res = cli("validate", bad)
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith("deploy: error: ") for line in lines)
-    res = deploy("run", bad)
+    res = cli("run", bad)
     assert res.returncode == 1
     assert res.stderr.count("\n") == 1 and "(and 1 more problem: deploy validate shows all)" in res.stderr
     assert "Traceback" not in res.stderr
-    schema = deploy("schema")
+    schema = cli("schema")
     assert schema.returncode == 0 and json.loads(schema.stdout)["title"] == "deploy config"
 
 
@@ -212,16 +212,14 @@ def test_config_reference_doc_is_up_to_date():
         "regenerate: python -m pipeline.config.docs > docs/config.md"
 
 
-def test_validate_checks_the_paths_a_config_names(tmp_path):
-    from conftest import deploy
-
+def test_validate_checks_the_paths_a_config_names(tmp_path, cli):
     ckpt = tmp_path / "train" / "model.ckpt-60"
     ckpt.parent.mkdir()
     (tmp_path / "train" / "model.ckpt-60.index").write_bytes(b"")
     config = tmp_path / "c.yaml"
     config.write_text("run: {{name: x, dir: {r}}}\nmodel: {{zoo: small_cnn}}\ntarget: host_cpu\n"
                       "dataset: {{path: {r}/nope}}\nstages:\n  train: {{init_from: {r}/missing.keras}}\n".format(r=tmp_path))
-    res = deploy("validate", config)
+    res = cli("validate", config)
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert lines == [
@@ -232,7 +230,7 @@ def test_validate_checks_the_paths_a_config_names(tmp_path):
     config.write_text("run: {{name: x, dir: {r}}}\nmodel: {{source: {r}/mine.keras}}\ntarget: host_cpu\n"
                       "dataset: {{path: {r}/gen, generate: shapes}}\nstages:\n  train: {{init_from: {c}}}\n".format(
                           r=tmp_path, c=ckpt))
-    res = deploy("validate", config)
+    res = cli("validate", config)
     assert res.returncode == 1 and res.stderr.strip().splitlines() == [
         "deploy: error: {}:2 model.source: {}/mine.keras not found; give a .keras/.h5 file, a SavedModel directory or "
         "a frozen .pb".format(config, tmp_path)]  # the checkpoint prefix exists; a generated dataset may be missing
@@ -280,19 +278,17 @@ def test_hostile_yaml_is_one_line_and_bounded(tmp_path, text, message):
     ("stages.engine={dla_core: 1}", "--set stages: a DLA engine (stages.engine.dla_core: 1) has one static batch size, "
                                     "but stages.benchmark.batch_sizes has [1, 8]; benchmark one batch size on DLA"),
 ])
-def test_values_that_make_no_sense_are_refused_at_validation(override, message):
-    from conftest import ROOT, deploy
+def test_values_that_make_no_sense_are_refused_at_validation(override, message, cli):
+    from conftest import ROOT
 
-    res = deploy("validate", ROOT / "configs" / "jetson_tx2.yaml", "--set", override)
+    res = cli("validate", ROOT / "configs" / "jetson_tx2.yaml", "--set", override)
     assert res.returncode == 1 and res.stderr.startswith("deploy: error: " + message), res.stderr
 
 
 @pytest.mark.parametrize("argv", [["consistency", "m.pb", "--samples", "0"], ["consistency", "m.pb", "--tolerance", "nan"],
                                   ["rewrite", "m.pb", "-t", "jetson_tx2", "-o", "o.pb", "--auto", "--tolerance", "-1"]])
-def test_flag_values_that_make_no_sense(argv):
-    from conftest import deploy
-
-    res = deploy(*argv)
+def test_flag_values_that_make_no_sense(argv, cli):
+    res = cli(*argv)
     assert res.returncode == 1 and res.stderr.startswith("deploy: error: argument --") and res.stderr.count("\n") == 1
 
 

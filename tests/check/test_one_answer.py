@@ -43,9 +43,9 @@ def models(tmp_path_factory):
 
 @pytest.mark.tf
 @pytest.mark.slow
-def test_a_keras_file_gets_its_frozen_graphs_converted_answer_in_a_zoo(models):
+def test_a_keras_file_gets_its_frozen_graphs_converted_answer_in_a_zoo(models, cli):
     """The LSTM's .keras was a predicted YES while its .pb was a converted NO (newcomer_2, step 3)."""
-    r = deploy("check", models, "--target", "jetson_tx2", env=NO_CACHE)
+    r = cli("check", models, "--target", "jetson_tx2", env=NO_CACHE)
     assert r.returncode == 2, r.stderr
     rows = {Path(line.split()[0]).name: line for line in r.stdout[r.stdout.index("summary: "):].splitlines()[2:]}
     assert rows["lstm_text.keras"].split()[1] == rows["lstm_text.pb"].split()[1] == "NO"
@@ -58,7 +58,7 @@ def test_a_keras_file_gets_its_frozen_graphs_converted_answer_in_a_zoo(models):
     assert {line.split("] ", 1)[1].split(":")[0] for line in landed} == {str(models / n) for n in rows}
     assert "converting 4 models with tf2onnx over" in r.stderr
     assert not any(line.startswith("[") for line in r.stdout.splitlines())
-    quiet = deploy("check", models, "--target", "jetson_tx2", "--quiet", env=NO_CACHE)
+    quiet = cli("check", models, "--target", "jetson_tx2", "--quiet", env=NO_CACHE)
     assert quiet.stderr.strip() == "" and quiet.stdout.splitlines()[-4:] == r.stdout.splitlines()[-4:]
 
 
@@ -75,12 +75,12 @@ def test_a_single_keras_check_is_converted_and_says_what_it_does(models):
 
 
 @pytest.mark.tf
-def test_a_prediction_says_so_on_the_verdict_line_and_what_would_convert_it(models):
-    r = deploy("check", models / "mobilenet_v3.pb", "--target", "jetson_tx2",
-               env=dict(NO_CACHE, DEPLOY_CHECK_CONVERT="0"))
+def test_a_prediction_says_so_on_the_verdict_line_and_what_would_convert_it(models, cli):
+    r = cli("check", models / "mobilenet_v3.pb", "--target", "jetson_tx2",
+            env=dict(NO_CACHE, DEPLOY_CHECK_CONVERT="0"))
     verdict = next(line for line in r.stdout.splitlines() if line.startswith("verdict: "))
     assert verdict.startswith("verdict: YES (predicted, tf2onnx not run: DEPLOY_CHECK_CONVERT is off: unset it")
-    r = deploy("check", models / "mobilenet_v3.pb", "--target", "jetson_tx2", "--no-convert", env=NO_CACHE)
+    r = cli("check", models / "mobilenet_v3.pb", "--target", "jetson_tx2", "--no-convert", env=NO_CACHE)
     verdict = next(line for line in r.stdout.splitlines() if line.startswith("verdict: "))
     assert verdict.startswith("verdict: YES (predicted, tf2onnx not run: --no-convert: check without it")
 
@@ -135,17 +135,17 @@ def test_the_same_weights_give_the_same_fingerprint_across_formats(models):
 
 
 @pytest.mark.tf
-def test_a_yes_ends_with_the_next_command_and_that_command_is_accepted(models, tmp_path):
-    r = deploy("check", models / "mobilenet_v3.pb", "--target", "jetson_tx2", "--no-convert", env=NO_CACHE)
+def test_a_yes_ends_with_the_next_command_and_that_command_is_accepted(models, tmp_path, cli):
+    r = cli("check", models / "mobilenet_v3.pb", "--target", "jetson_tx2", "--no-convert", env=NO_CACHE)
     assert r.returncode == 0
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("next: deploy run configs/jetson_tx2.yaml --set model.zoo=null --set model.source=")
     argv = shlex.split(last[len("next: deploy "):])
     assert argv[0] == "run"
     # applied: the config and overrides it names validate (deploy run would start from them)
-    checked = deploy("validate", *argv[1:])
+    checked = cli("validate", *argv[1:])
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # a target deploy ships no config for: a generic CONFIG, said so
-    r = deploy("check", models / "mobilenet_v3.pb", "--target", "agx_xavier", "--no-convert", env=NO_CACHE)
+    r = cli("check", models / "mobilenet_v3.pb", "--target", "agx_xavier", "--no-convert", env=NO_CACHE)
     assert "next: deploy run CONFIG --set model.zoo=null --set model.source=" in r.stdout
     assert "a config with `target: agx_xavier`" in r.stdout

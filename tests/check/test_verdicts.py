@@ -8,7 +8,6 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from conftest import deploy
 from pipeline.check import check_model
 from pipeline.rewrite.predict import predict_rewrite
 from pipeline.targets import load_target
@@ -53,7 +52,7 @@ def training_session_graph(path):
 
 
 @pytest.mark.tf
-def test_training_session_written_as_text_pb_is_not_an_inference_graph(tmp_path):
+def test_training_session_written_as_text_pb_is_not_an_inference_graph(tmp_path, cli):
     path = training_session_graph(tmp_path / "train.pb")
     assert path.read_bytes().lstrip().startswith(b"node {")  # text, whatever the name says
     report = check_model(path, load_target("jetson_tx2"), predict=predict_rewrite)
@@ -65,7 +64,7 @@ def test_training_session_written_as_text_pb_is_not_an_inference_graph(tmp_path)
     assert all(f.severity == "blocker" and f.route == "all" for f in findings_of(report, "not_inference_graph"))
     assert [report.verdict(r) for r in ("uff", "onnx", "tftrt")] == ["NO", "NO", "NO"]  # TF-TRT too
     assert not report.deployable and report.prediction is None
-    res = deploy("check", path, "--target", "jetson_tx2")
+    res = cli("check", path, "--target", "jetson_tx2")
     assert res.returncode == 2 and "not an inference graph: its weights are still variables" in res.stdout
     assert "verdict: NO" in res.stdout
 
@@ -95,7 +94,7 @@ def tf2_dropout_graph(path):
 
 
 @pytest.mark.tf
-def test_keep_prob_dropout_is_no_as_is_and_yes_after_rewrite(tmp_path):
+def test_keep_prob_dropout_is_no_as_is_and_yes_after_rewrite(tmp_path, cli):
     report = check_model(tf2_dropout_graph(tmp_path / "frozen.pb"), load_target("jetson_tx2"), predict=predict_rewrite)
     onnx = report.route("onnx")
     assert onnx.blockers == 0 and [f.kind for f in onnx.accepted_but_wrong] == ["accepted_but_wrong"]
@@ -103,15 +102,15 @@ def test_keep_prob_dropout_is_no_as_is_and_yes_after_rewrite(tmp_path):
     assert report.verdict("onnx") == "NO" and not report.deployable
     # what --auto applies: strip_dropout for the onnx route, uff_compat for the uff route's renames
     assert report.prediction == {"verdict": "YES", "passes": ["strip_dropout", "uff_compat"], "remaining": ""}
-    res = deploy("check", tmp_path / "frozen.pb", "--target", "jetson_tx2")
+    res = cli("check", tmp_path / "frozen.pb", "--target", "jetson_tx2")
     assert res.returncode == 2
     assert "after `deploy rewrite --auto`: YES — passes strip_dropout, uff_compat (predicted" in res.stdout
     # and the prediction holds: deploy rewrite --auto, then check again
     out = tmp_path / "fixed.pb"
-    res = deploy("rewrite", tmp_path / "frozen.pb", "--target", "jetson_tx2", "-o", out, "--auto",
-                 "--outputs", "probabilities")
+    res = cli("rewrite", tmp_path / "frozen.pb", "--target", "jetson_tx2", "-o", out, "--auto",
+              "--outputs", "probabilities")
     assert res.returncode == 0, res.stderr
-    res = deploy("check", out, "--target", "jetson_tx2")
+    res = cli("check", out, "--target", "jetson_tx2")
     assert res.returncode == 0 and "verdict: YES" in res.stdout
 
 
@@ -133,7 +132,7 @@ def conv_graph_with_a_tf_only_op(path):
 
 
 @pytest.mark.tf
-def test_tftrt_reports_its_share_of_nodes_and_compute(tmp_path):
+def test_tftrt_reports_its_share_of_nodes_and_compute(tmp_path, cli):
     report = check_model(conv_graph_with_a_tf_only_op(tmp_path / "g.pb"), load_target("jetson_tx2"))
     tftrt = report.route("tftrt")
     assert report.verdict("tftrt") == "YES"
@@ -144,7 +143,7 @@ def test_tftrt_reports_its_share_of_nodes_and_compute(tmp_path):
     assert share["flops"] == flops and not share["estimated"]
     # two engines (before and after the Cumsum) hold every conv: all the compute, all nodes but one
     assert share["segments"] == 2 and share["compute"] == 1.0 and 0.9 < share["nodes"] < 1.0
-    res = deploy("check", tmp_path / "g.pb", "--target", "jetson_tx2", "--route", "tftrt")
+    res = cli("check", tmp_path / "g.pb", "--target", "jetson_tx2", "--route", "tftrt")
     assert "TensorRT runs" in res.stdout and "of the compute" in res.stdout
     assert "the device needs TensorFlow with TF-TRT" in res.stdout
 
@@ -219,7 +218,7 @@ def test_onnx_batch_norm_training_mode_and_batch_reductions(tmp_path):
     assert not report.deployable
 
 
-def test_host_cpu_checks_against_onnx_runtime(tmp_path):
+def test_host_cpu_checks_against_onnx_runtime(tmp_path, cli):
     import onnx
     from onnx import TensorProto, helper
 
@@ -233,29 +232,29 @@ def test_host_cpu_checks_against_onnx_runtime(tmp_path):
     decoder = helper.make_model(helper.make_graph([helper.make_node("ImageDecoder", ["data"], ["img"], name="decode")],
                                                   "g", [data], [img]), opset_imports=[helper.make_opsetid("", 20)])
     onnx.save(decoder, str(tmp_path / "decoder.onnx"))
-    res = deploy("check", tmp_path / "plain.onnx", "--target", "host_cpu")
+    res = cli("check", tmp_path / "plain.onnx", "--target", "host_cpu")
     assert res.returncode == 0, res.stdout
     assert "for host_cpu (ONNX Runtime on this machine, no TensorRT)" in res.stdout and "None" not in res.stdout
     assert "onnx: YES — 0 blockers (opset 14, ONNX Runtime CPU kernels (onnxruntime" in res.stdout
-    res = deploy("check", tmp_path / "decoder.onnx", "--target", "host_cpu")
+    res = cli("check", tmp_path / "decoder.onnx", "--target", "host_cpu")
     assert res.returncode == 2 and "ONNX Runtime CPU kernels" in res.stdout and "does not support ImageDecoder" in res.stdout
 
 
 @pytest.mark.tf
-def test_junit_fails_only_what_makes_the_verdict_no(tmp_path):
+def test_junit_fails_only_what_makes_the_verdict_no(tmp_path, cli):
     import fixtures
 
     good = fixtures.onnx_model(tmp_path / "good.onnx", opset=13)
     junit = tmp_path / "good.xml"
-    res = deploy("check", good, "--target", "jetson_tx2", "--junit", junit)
+    res = cli("check", good, "--target", "jetson_tx2", "--junit", junit)
     assert res.returncode == 0
     suites = {s.get("name"): s for s in ET.parse(str(junit)).getroot()}
     assert list(suites) == ["deploy.check.onnx"] and suites["deploy.check.onnx"].get("failures") == "0"
     # a TF graph: onnx recommended and YES, uff has blockers: reported as skipped, not failed
     model = tf2_dropout_graph(tmp_path / "frozen.pb")
     fixed = tmp_path / "fixed.pb"
-    assert deploy("rewrite", model, "-t", "jetson_tx2", "-o", fixed, "--pass", "strip_dropout").returncode == 0
-    res = deploy("check", fixed, "--target", "jetson_tx2", "--junit", junit, "--format", "json")
+    assert cli("rewrite", model, "-t", "jetson_tx2", "-o", fixed, "--pass", "strip_dropout").returncode == 0
+    res = cli("check", fixed, "--target", "jetson_tx2", "--junit", junit, "--format", "json")
     assert res.returncode == 0 and json.loads(res.stdout)["verdict"] == "YES"
     suites = {s.get("name"): s for s in ET.parse(str(junit)).getroot()}
     assert suites["deploy.check.onnx"].get("failures") == "0"
@@ -263,7 +262,7 @@ def test_junit_fails_only_what_makes_the_verdict_no(tmp_path):
     assert uff.get("failures") == "0" and int(uff.get("skipped")) > 0
     assert all(case.find("failure") is None for suite in suites.values() for case in suite)
     # a NO: failures on the recommended route only
-    res = deploy("check", model, "--target", "jetson_tx2", "--junit", junit)
+    res = cli("check", model, "--target", "jetson_tx2", "--junit", junit)
     assert res.returncode == 2
     suites = {s.get("name"): s for s in ET.parse(str(junit)).getroot()}
     assert suites["deploy.check.onnx"].get("failures") == "2"  # the accepted-but-wrong dropout and the verdict

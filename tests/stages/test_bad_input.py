@@ -2,7 +2,6 @@
 
 from pipeline.data.shapes import generate_shapes
 
-from conftest import deploy
 
 CONFIG = """\
 run:
@@ -35,54 +34,54 @@ def check_failed(res, message, tmp_path):
     assert not (run / "train").exists() and not list(run.glob(".tmp-*"))
 
 
-def test_missing_dataset_folder(tmp_path):
-    res = deploy("run", config(tmp_path))
+def test_missing_dataset_folder(tmp_path, cli):
+    res = cli("run", config(tmp_path))
     check_failed(res, "dataset.path: {}/data not found; point it at an image folder, or set dataset.generate: shapes".format(tmp_path), tmp_path)
 
 
-def test_empty_dataset_folder(tmp_path):
+def test_empty_dataset_folder(tmp_path, cli):
     (tmp_path / "data").mkdir()
-    res = deploy("run", config(tmp_path))
+    res = cli("run", config(tmp_path))
     check_failed(res, "dataset folder {}/data has no class subfolders".format(tmp_path), tmp_path)
 
 
-def test_class_folder_without_images(tmp_path):
+def test_class_folder_without_images(tmp_path, cli):
     generate_shapes(tmp_path / "data", image_size=32, train_per_class=2, val_per_class=1)
     for f in (tmp_path / "data" / "train" / "cross").iterdir():
         f.unlink()
-    res = deploy("run", config(tmp_path))
+    res = cli("run", config(tmp_path))
     check_failed(res, "dataset folder {}/data/train/cross has no images".format(tmp_path), tmp_path)
 
 
-def test_unreadable_image(tmp_path):
+def test_unreadable_image(tmp_path, cli):
     generate_shapes(tmp_path / "data", image_size=32, train_per_class=2, val_per_class=1)
     bad = tmp_path / "data" / "train" / "circle" / "circle_0001.png"
     bad.write_bytes(b"<html>not an image</html>")
-    res = deploy("run", config(tmp_path))
+    res = cli("run", config(tmp_path))
     check_failed(res, "image file {} is not a readable image".format(bad), tmp_path)
 
 
-def test_missing_init_from(tmp_path):
+def test_missing_init_from(tmp_path, cli):
     generate_shapes(tmp_path / "data", image_size=32, train_per_class=2, val_per_class=1)
-    res = deploy("run", config(tmp_path), "--set", "stages.train.init_from={}/nope.keras".format(tmp_path))
+    res = cli("run", config(tmp_path), "--set", "stages.train.init_from={}/nope.keras".format(tmp_path))
     check_failed(res, "stages.train.init_from: {}/nope.keras not found".format(tmp_path), tmp_path)
 
 
-def test_unknown_model_name(tmp_path):
-    res = deploy("run", config(tmp_path, zoo="resnet50"))
+def test_unknown_model_name(tmp_path, cli):
+    res = cli("run", config(tmp_path, zoo="resnet50"))
     assert res.returncode == 1
     assert "c.yaml:5 model.zoo: 'resnet50' is not one of 'mobilenet_v2', 'small_cnn'" in res.stderr
 
 
-def test_input_size_the_model_cannot_take(tmp_path):
-    res = deploy("run", config(tmp_path, size=16))
+def test_input_size_the_model_cannot_take(tmp_path, cli):
+    res = cli("run", config(tmp_path, size=16))
     assert res.returncode == 1
     assert "c.yaml:6 model.input_size: Input should be greater than or equal to 32" in res.stderr
 
 
-def test_model_source_missing(tmp_path):
+def test_model_source_missing(tmp_path, cli):
     path = tmp_path / "c.yaml"
     path.write_text(CONFIG.format(root=tmp_path, zoo="small_cnn", size=32, extra="  convert:\n")
                     .replace("  zoo: small_cnn", "  source: {}/frozen.pb".format(tmp_path)))
-    res = deploy("run", path)
+    res = cli("run", path)
     assert res.returncode == 1 and "model.source: {}/frozen.pb not found".format(tmp_path) in res.stderr
