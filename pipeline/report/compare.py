@@ -24,11 +24,12 @@ show) are *out of band* when their change from the reference, ``d = ln(tonight /
 
 Red means persistent. A figure out of band on one night is **suspect** (verdict "suspect", exit 0: a
 warning; the night is kept as evidence). It is a **regression** when it persists: out of band on the
-previous night too (two consecutive nights), or with the median of the last three nights beyond that
-median's own band (a slow step, +5 %), or beyond ``FIRST_NIGHT_SIGMAS`` sigma and ``FIRST_NIGHT_FLOOR``
-(12 %) on its first night (gate_stats.persistence_judgement). The previous nights are the newest history
-nights after the baseline that have figures on its fingerprint; their statuses come from their own
-``comparison.json``. A suspect night stays out of the reference until the night after it passed; a night
+previous night too (two consecutive nights, both beyond the band drawn with the nights' robust spread), or
+with the clipped mean of the last three nights beyond that mean's own band (a slow step, +5 %; this also
+judges a night beyond the tolerance but inside its one-night band), or beyond ``FIRST_NIGHT_SIGMAS`` sigma
+and ``FIRST_NIGHT_FLOOR`` (12 %) on its first night (gate_stats.persistence_judgement). The previous
+nights are the newest history nights after the baseline that have figures on its fingerprint; their
+statuses come from their own ``comparison.json``. A suspect night stays out of the reference until the night after it passed; a night
 the gate called a regression stays out for good.
 
 Changes between (1) and (2) are "noise". Each row carries tonight's 95 % interval and the band it may
@@ -272,7 +273,7 @@ def _figure_row(key, label, bs, cur, values, interval, tolerance, k, lower_is_be
                     note="not measured tonight" if cur is None else "not measured in the reference nights")
     judged = level_judgement(cur, values, interval, tolerance, k, lower_is_better, allow, ref_intervals)
     judged = persistence_judgement(judged, cur, list(recent), previous, lower_is_better)
-    for private in ("threshold", "d", "night_var", "var", "n", "tol"):
+    for private in ("threshold", "d", "night_var", "var", "n", "tol", "run_var", "logs", "allow", "k"):
         judged.pop(private, None)
     return dict(row, **judged)
 

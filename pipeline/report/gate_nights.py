@@ -11,10 +11,12 @@ import hashlib
 from pathlib import Path
 
 from pipeline.report.collect import results_by_batch
-from pipeline.report.gate_stats import FIRST_NIGHT_FLOOR, FIRST_NIGHT_SIGMAS, WINDOW, WINDOW_K
+from pipeline.report.gate_stats import (FIRST_NIGHT_FLOOR, FIRST_NIGHT_SIGMAS, SPREAD_CLIP, WINDOW, WINDOW_CLIP,
+                                        WINDOW_K)
 from pipeline.report.machine import fingerprint, fingerprint_differs
 
-PERSISTENCE = {"confirm_nights": 2, "window_nights": WINDOW, "window_k": WINDOW_K,
+PERSISTENCE = {"confirm_nights": 2, "window_nights": WINDOW, "window_statistic": "clipped mean",
+               "window_k": WINDOW_K, "window_clip_sigmas": WINDOW_CLIP, "spread_clip_sigmas": SPREAD_CLIP,
                "first_night_sigmas": FIRST_NIGHT_SIGMAS, "first_night_floor": FIRST_NIGHT_FLOOR}
 CLOCK_MOVED = 0.97  # a GPU clock whose lowest sample in the timed loop is below 97 % of its highest moved
 

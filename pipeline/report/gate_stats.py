@@ -15,13 +15,23 @@ MEDIAN_VAR = math.pi / 2  # variance of a median of n normal values: (pi / 2) si
 COMPARED = ("ok", "regression", "suspect", "improved", "noise")  # the statuses of a figure that was compared
 OUT_OF_BAND = ("suspect", "regression")  # a night's figure beyond its band (a regression: confirmed)
 # Red means persistent: a figure out of band is a regression only when it is confirmed by
-#   - the previous night: the same figure out of band (suspect or regression) then too; or
-#   - a window: the median of the last WINDOW nights (tonight's included) beyond WINDOW_K sigma of that
-#     median (and the tolerance): the slow step (+5 %) that single nights cannot tell from drift; or
-#   - its size: beyond FIRST_NIGHT_SIGMAS sigma and FIRST_NIGHT_FLOOR (+25 % is red on its first night).
+#   - its size: beyond FIRST_NIGHT_SIGMAS sigma and FIRST_NIGHT_FLOOR (+25 % is red on its first night); or
+#   - the previous night: the same figure out of band (suspect or regression) then too, both nights beyond the band
+#     drawn with the robust spread (below) and the window's mean beyond the tolerance; or
+#   - a window, for a figure beyond the tolerance tonight (out of band, or "noise": inside its one-night band): the
+#     mean of the last WINDOW nights' changes (tonight's included), each night clipped to within WINDOW_CLIP sigma
+#     of the three's median so one tail night neither makes nor hides a step, beyond WINDOW_K standard deviations
+#     of that mean (the robust spread / WINDOW, plus the reference median's error) and the tolerance: the slow
+#     step (+5 %) whose single nights flicker in and out of the band. A figure whose own sampling error outweighs
+#     the nights' drift (a p99 of few calls), whose interval overlaps the reference's, or a host figure before
+#     MIN_NIGHTS nights is not made red by the window.
+# The robust spread: the larger of the MAD's sigma^2 and the nights' variance winsorized at SPREAD_CLIP MAD sigmas
+# (heavy-tailed drift is wider than its MAD says), or tonight's sampling variance when larger. Tuned with
+# scripts/bench/gate_model.py and measured with scripts/bench/gate_noise.py (docs/nightly.md).
 WINDOW = 3
-WINDOW_K = 3.0
-MEDIAN3_VAR = 0.449  # variance of the median of 3 normal values, in sigma^2
+WINDOW_K = 2.8
+WINDOW_CLIP = 1.5
+SPREAD_CLIP = 2.5
 FIRST_NIGHT_SIGMAS = 4.0
 FIRST_NIGHT_FLOOR = 0.12
 LOG_MIN = math.log(1e-300)  # values below this (denormals) are clamped: a change stays finite
@@ -126,7 +136,8 @@ def level_judgement(current, values, interval, tolerance, k, lower_is_better=Tru
         status, why = "noise", "beyond {:.0%} but within the noise, ±{:.1%} ({})".format(
             tolerance, _expm1(threshold), spread)
     row = _level_row(ref, band, current, status, "; ".join([why] + notes), threshold)
-    row.update(d=d, night_var=night_var, var=var, n=n, tol=tol)
+    row.update(d=d, night_var=night_var, var=var, n=n, tol=tol, run_var=run_sigma ** 2, logs=logs,
+               allow=allow_regression, k=k)
     return row
 
 
@@ -134,29 +145,69 @@ def persistence_judgement(judged, current, recent, previous_status, lower_is_bet
     """Red means persistent. ``judged``: level_judgement's row for tonight's ``current``; ``recent``: this figure on the
     nights before tonight, newest last (None where a night did not measure it); ``previous_status``: its
     status on the previous night (that night's comparison.json), or None. A figure out of band ("regression"
-    from level_judgement) stays a regression when confirmed (module comment above), else becomes "suspect"."""
-    if judged["status"] != "regression":
+    from level_judgement) stays a regression when confirmed (module comment above), else becomes "suspect"; a figure
+    beyond the tolerance but within the noise ("noise") becomes a regression when the window confirms it."""
+    status, d = judged["status"], judged.get("d")
+    if status not in ("regression", "noise") or d is None:
         return judged
-    d, var, tol = judged["d"], judged["var"], judged["tol"]
-    first = max(math.log1p(FIRST_NIGHT_FLOOR), FIRST_NIGHT_SIGMAS * math.sqrt(var))
-    if d > first:
-        return dict(judged, note=judged["note"] + "; beyond {:.1%}: a regression on its first night".format(
-            _expm1(first)))
-    if previous_status in OUT_OF_BAND:
-        return dict(judged, note=judged["note"] + "; out of band the night before too ({}): confirmed".format(
-            previous_status))
-    window = [v for v in recent[-(WINDOW - 1):] if v is not None and v > 0]
-    if len(window) == WINDOW - 1:
-        sign = 1.0 if lower_is_better else -1.0
-        ref_log = _ln(judged["reference"])
-        med = statistics.median(sign * (_ln(v) - ref_log) for v in window + [current])
-        spread = judged["night_var"] * (MEDIAN3_VAR + MEDIAN_VAR / judged["n"])
-        limit = max(tol, WINDOW_K * math.sqrt(spread))
-        if med > limit:
-            return dict(judged, note=judged["note"] + "; the median of the last {} nights is {:+.1%}, beyond "
-                        "{:.1%}: confirmed".format(WINDOW, _expm1(med), _expm1(limit)))
+    if status == "regression":
+        first = max(math.log1p(FIRST_NIGHT_FLOOR), FIRST_NIGHT_SIGMAS * math.sqrt(judged["var"]))
+        if d > first:
+            return dict(judged, note=judged["note"] + "; beyond {:.1%}: a regression on its first night".format(
+                _expm1(first)))
+    judged_by_window = status == "regression" or (
+        judged["allow"] and 0 < d <= judged["threshold"] and judged["run_var"] <= judged["night_var"])
+    window = _window(judged, current, recent, lower_is_better) if judged_by_window else None
+    if status == "regression" and previous_status in OUT_OF_BAND:
+        band = _robust_band(judged)
+        last = _changes(judged, [v for v in recent[-1:] if v is not None and v > 0], lower_is_better)
+        if d > band and (not last or last[0] > band) and (window is None or window[0] > judged["tol"]):
+            return dict(judged, note=judged["note"] + "; out of band the night before too ({}): confirmed".format(
+                previous_status))
+    if window is not None and window[0] > window[1]:
+        return dict(judged, status="regression", note=judged["note"] + "; the mean of the last {} nights is {:+.1%}, "
+                    "beyond {:.1%}: confirmed".format(WINDOW, _expm1(window[0]), _expm1(window[1])))
+    if status == "noise":
+        return judged
     return dict(judged, status="suspect", note=judged["note"] + "; suspect: a regression only if it persists "
-                "(out of band the next night, or the median of {} nights beyond its band)".format(WINDOW))
+                "(out of band the next night, or the mean of {} nights beyond its band)".format(WINDOW))
+
+
+def _changes(judged, values, lower_is_better):
+    sign = 1.0 if lower_is_better else -1.0
+    ref_log = _ln(judged["reference"])
+    return [sign * (_ln(v) - ref_log) for v in values]
+
+
+def _spread(judged):
+    """The nights' variance for the confirmations: the MAD's, or the nights' variance winsorized at SPREAD_CLIP MAD
+    sigmas when that is larger (heavy-tailed drift is wider than its MAD says), or tonight's sampling variance."""
+    night_var, n = judged["night_var"], judged["n"]
+    spread = night_var
+    if n >= MIN_NIGHTS:
+        logs = judged["logs"]
+        centre, cut = statistics.median(logs), SPREAD_CLIP * math.sqrt(night_var)
+        spread = max(spread, sum(min(max(v - centre, -cut), cut) ** 2 for v in logs) / (n - 1))
+    return max(spread, judged["run_var"])
+
+
+def _robust_band(judged):
+    spread = _spread(judged)
+    return max(judged["tol"], judged["k"] * math.sqrt(spread + judged["night_var"] * MEDIAN_VAR / judged["n"]))
+
+
+def _window(judged, current, recent, lower_is_better):
+    """(the robust mean of the last WINDOW nights' changes, its limit), or None without WINDOW nights' figures."""
+    window = [v for v in recent[-(WINDOW - 1):] if v is not None and v > 0]
+    if len(window) < WINDOW - 1:
+        return None
+    changes = _changes(judged, window + [current], lower_is_better)
+    night_var, n = judged["night_var"], judged["n"]
+    clip = WINDOW_CLIP * math.sqrt(night_var)
+    mid = statistics.median(changes)
+    mean = sum(min(max(c, mid - clip), mid + clip) for c in changes) / WINDOW
+    limit = max(judged["tol"], WINDOW_K * math.sqrt(_spread(judged) / WINDOW + night_var * MEDIAN_VAR / n))
+    return mean, limit
 
 
 LOG_SPAN = 700.0  # exp() of more overflows a float
