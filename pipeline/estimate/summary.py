@@ -108,18 +108,19 @@ def _short(text):
     return line if len(line) <= 200 else line[:197] + "..."
 
 
-def cached_check_estimate(answers, path, target, signature=None, nodes=None, mode=None):
+def cached_check_estimate(answers, path, target, signature=None, nodes=None, mode=None, answer_key=None):
     """check_estimate, kept beside the check's answer cache (``answers``: a pipeline.check.cache.AnswerCache, or
     None): a re-check of the same bytes reads it back instead of reading the graph again. Its key is the
     answer's key (model bytes, target files, deploy's checking code, options) and a digest of what makes the
     estimate and is not in it: pipeline/estimate's code, targets/estimate/'s calibration and the user's own
-    (--calibrate) files. A skipped (gated) or failed estimate is not kept."""
+    (--calibrate) files. A skipped (gated) or failed estimate is not kept. ``answer_key``: the answer's key when
+    the caller has it (a re-check answered from the cache: its entry's name), so the model is not hashed twice."""
     if mode is False:
         return None
     if answers is None:
         return check_estimate(path, target, signature, nodes, mode)
     try:
-        key = hashlib.sha256((answers.key(path) + estimate_digest()).encode()).hexdigest()
+        key = hashlib.sha256(((answer_key or answers.key(path)) + estimate_digest()).encode()).hexdigest()
         where = Path(answers.folder) / "estimate" / (key + ".json")
     except (OSError, DeployError, ValueError):
         return check_estimate(path, target, signature, nodes, mode)

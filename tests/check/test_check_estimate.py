@@ -139,6 +139,9 @@ def test_a_cached_answer_carries_the_estimate_of_today_s_calibration(tmp_path, m
     monkeypatch.setattr(summary, "check_estimate", lambda *a, **k: made.append(a) or first)
     again = cached_check_estimate(answers, model, "jetson_nano")
     assert first["made"] and again == first and made == []  # read back, not made again
+    # a re-check answered from the check cache passes the answer's key (its entry's name): the same entry
+    named = cached_check_estimate(answers, tmp_path / "gone.onnx", "jetson_nano", answer_key=answers.key(model))
+    assert named == first and made == []
     monkeypatch.undo()
     monkeypatch.setenv(USER_DIR_ENV, str(tmp_path / "mine"))
     params, _ = board_params("jetson_nano")
