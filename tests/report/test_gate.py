@@ -11,7 +11,7 @@ import pytest
 from pipeline.report.collect import expand_history, load_run
 from pipeline.report.compare import DEFAULTS, SCHEMA, compare_runs
 
-from conftest import ROOT, deploy
+from conftest import ROOT
 from reportkit import edit_json, make_run
 
 
@@ -33,7 +33,7 @@ def nights(tmp_path, medians, start=2, **kw):
 
 
 @pytest.mark.parametrize("how", ["marker", "exit code", "no benchmark"])
-def test_a_failed_baseline_is_not_a_reference_h3(tmp_path, how):
+def test_a_failed_baseline_is_not_a_reference_h3(tmp_path, how, cli):
     """Old: `deploy compare <failed night> <25 % slower night>` said PASS: 0 regressions, exit 0."""
     base = night(tmp_path / "base", 1, 4.0, failed="engine step failed" if how == "marker" else None,
                  exit_code=3 if how == "exit code" else 0)
@@ -42,21 +42,21 @@ def test_a_failed_baseline_is_not_a_reference_h3(tmp_path, how):
     slow = night(tmp_path / "slow", 2, 5.0)
     result = compare_runs(load_run(base), load_run(slow))
     assert result["verdict"] == "not comparable" and "failed night" in result["reasons"][0]
-    res = deploy("compare", base, slow)
+    res = cli("compare", base, slow)
     assert res.returncode == 4 and "NOT COMPARABLE" in res.stdout and "never a reference" in res.stdout
 
 
-def test_a_current_night_without_figures_is_no_data_h3(tmp_path):
+def test_a_current_night_without_figures_is_no_data_h3(tmp_path, cli):
     base = night(tmp_path / "base", 1, 4.0)
     cur = night(tmp_path / "cur", 2, 4.0, exit_code=3)
     (cur / "benchmark" / "benchmark.json").unlink()
     result = compare_runs(load_run(base), load_run(cur))
     assert result["verdict"] == "no data" and "its run exited with code 3" in result["reasons"][0]
-    res = deploy("compare", base, cur, "--format", "json")
+    res = cli("compare", base, cur, "--format", "json")
     assert res.returncode == 4 and json.loads(res.stdout)["verdict"] == "no data"
 
 
-def test_a_current_night_that_failed_is_never_a_pass_even_with_figures(tmp_path):
+def test_a_current_night_that_failed_is_never_a_pass_even_with_figures(tmp_path, cli):
     """Found by the run-folder fuzzer: a current night with a FAILED marker (or a run that exited non-zero)
     but a benchmark.json passed the gate with exit 0."""
     base = night(tmp_path / "base", 1, 4.0)
@@ -64,10 +64,10 @@ def test_a_current_night_that_failed_is_never_a_pass_even_with_figures(tmp_path)
     (cur / "FAILED").write_text("on-board tests: failure\n")
     result = compare_runs(load_run(base), load_run(cur))
     assert result["verdict"] == "not comparable" and "FAILED by the workflow: on-board tests: failure" in result["reasons"][0]
-    assert deploy("compare", base, cur).returncode == 4
+    assert cli("compare", base, cur).returncode == 4
 
 
-def test_a_comparison_of_nothing_is_never_a_pass_issue22(tmp_path):
+def test_a_comparison_of_nothing_is_never_a_pass_issue22(tmp_path, cli):
     """Batch sizes that do not meet, no accuracy, no check: nothing compared."""
     base = make_run(tmp_path / "base", medians={1: 4.0}, device=False, consistency=None, deployable=None)
     cur = make_run(tmp_path / "cur", medians={8: 20.0}, device=False, consistency=None, deployable=None)
@@ -75,7 +75,7 @@ def test_a_comparison_of_nothing_is_never_a_pass_issue22(tmp_path):
     assert result["verdict"] != "pass" and not result["passed"]
     assert not any(r["status"] in ("ok", "noise", "regression", "improved") for r in result["rows"])
     assert any("measured in the baseline but not tonight" in r for r in result["reasons"])
-    assert deploy("compare", base, cur).returncode == 4
+    assert cli("compare", base, cur).returncode == 4
 
 
 # --- H4: a changed fingerprint is not comparable, unless expected
@@ -83,22 +83,22 @@ def test_a_comparison_of_nothing_is_never_a_pass_issue22(tmp_path):
 
 @pytest.mark.parametrize("key,change", [("power_mode", {"power_mode": "MAXQ"}), ("tensorrt", {"tensorrt": "8.5.2"}),
                                         ("clocks", {"clocks_locked": False}), ("board", {"board": "jetson_nano"})])
-def test_a_changed_fingerprint_is_not_comparable_h4(tmp_path, key, change):
+def test_a_changed_fingerprint_is_not_comparable_h4(tmp_path, key, change, cli):
     """Old: baseline MAXN, tonight MAXQ and 25 % slower -> PASS with a note, exit 0."""
     base = night(tmp_path / "base", 1, 4.0)
     cur = night(tmp_path / "cur", 2, 5.0, **change)
     result = compare_runs(load_run(base), load_run(cur))
     assert result["verdict"] == "not comparable" and key in result["reasons"][0]
     assert "--expect-change " + key in result["reasons"][0]
-    res = deploy("compare", base, cur)
+    res = cli("compare", base, cur)
     assert res.returncode == 4 and key in res.stdout
     expected = compare_runs(load_run(base), load_run(cur), expect_change=[key])
     assert expected["verdict"] == "regression" and status(expected, "p50 b1 (ms)") == "regression"
     assert any(n.startswith("expected change") for n in expected["notes"])
-    res = deploy("compare", base, cur, "--expect-change", key)
+    res = cli("compare", base, cur, "--expect-change", key)
     assert res.returncode == 4 and "REGRESSION" in res.stdout
     same = night(tmp_path / "same", 3, 4.0, **change)
-    assert deploy("compare", base, same, "--expect-change", key).returncode == 0
+    assert cli("compare", base, same, "--expect-change", key).returncode == 0
 
 
 def test_history_nights_on_another_fingerprint_are_not_the_reference_h4(tmp_path):
@@ -241,11 +241,11 @@ def test_host_cpu_differences_need_five_nights(tmp_path):
 
 @pytest.mark.parametrize("key,value", [("p50_ms", float("nan")), ("p99_ms", float("inf")), ("mean_ms", -1.0),
                                        ("throughput_ips", 0.0), ("p50_ms", "4.0"), ("batch_size", [1])])
-def test_impossible_latency_is_refused(tmp_path, key, value):
+def test_impossible_latency_is_refused(tmp_path, key, value, cli):
     base = make_run(tmp_path / "base", medians={1: 4.0})
     cur = make_run(tmp_path / "cur", medians={1: 4.0})
     edit_json(cur / "benchmark" / "benchmark.json", lambda d: d["results"][0].__setitem__(key, value))
-    res = deploy("compare", base, cur)
+    res = cli("compare", base, cur)
     assert res.returncode == 1 and res.stdout == ""
     (line,) = res.stderr.strip().splitlines()
     assert "benchmark.json" in line and "results[0].{}".format(key) in line
@@ -254,7 +254,7 @@ def test_impossible_latency_is_refused(tmp_path, key, value):
 @pytest.mark.parametrize("rel,path,value", [("check/check.json", ("deployable",), "no"),
                                             ("benchmark/benchmark.json", ("consistency", "passed"), "false"),
                                             ("benchmark/benchmark.json", ("where", "fingerprint", "clocks_locked"), "no")])
-def test_strings_where_booleans_belong_are_refused(tmp_path, rel, path, value):
+def test_strings_where_booleans_belong_are_refused(tmp_path, rel, path, value, cli):
     base = make_run(tmp_path / "base")
     cur = make_run(tmp_path / "cur")
 
@@ -264,13 +264,13 @@ def test_strings_where_booleans_belong_are_refused(tmp_path, rel, path, value):
         d[path[-1]] = value
 
     edit_json(cur / rel, change)
-    res = deploy("compare", base, cur)
+    res = cli("compare", base, cur)
     assert res.returncode == 1
     (line,) = res.stderr.strip().splitlines()
     assert rel.split("/")[-1] in line and ".".join(path) in line and "boolean" in line
 
 
-def test_non_finite_history_nights_are_refused(tmp_path):
+def test_non_finite_history_nights_are_refused(tmp_path, cli):
     """Old: a NaN night in --history hid a real 2x slowdown."""
     base = make_run(tmp_path / "base", medians={1: 4.0})
     for i in range(6):
@@ -278,29 +278,29 @@ def test_non_finite_history_nights_are_refused(tmp_path):
     edit_json(tmp_path / "hist" / "n3" / "benchmark" / "benchmark.json",
               lambda d: d["results"][0].update(p50_ms=float("nan"), percentiles_ms=[float("nan")] * 101))
     slow = make_run(tmp_path / "slow", medians={1: 8.0})
-    res = deploy("compare", base, slow, "--history", tmp_path / "hist")
+    res = cli("compare", base, slow, "--history", tmp_path / "hist")
     assert res.returncode == 1 and "n3" in res.stderr and "p50_ms" in res.stderr
 
 
 @pytest.mark.parametrize("data", [[1, 2], {"results": "none"}, {"results": [{"batch_size": 1, "percentiles_ms": [1.0] * 7}]}])
-def test_benchmark_of_the_wrong_shape_is_refused(tmp_path, data):
+def test_benchmark_of_the_wrong_shape_is_refused(tmp_path, data, cli):
     base = make_run(tmp_path / "base")
     cur = make_run(tmp_path / "cur")
     (cur / "benchmark" / "benchmark.json").write_text(json.dumps(data))
-    res = deploy("compare", base, cur)
+    res = cli("compare", base, cur)
     assert res.returncode == 1 and "benchmark.json" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
 # --- the CLI's contract
 
 
-def test_cli_writes_the_comparison_and_fails_on_not_comparable_in_junit(tmp_path):
+def test_cli_writes_the_comparison_and_fails_on_not_comparable_in_junit(tmp_path, cli):
     import xml.etree.ElementTree as ET
 
     base = night(tmp_path / "base", 1, 4.0)
     cur = night(tmp_path / "cur", 2, 4.0, power_mode="MAXQ")
     out, junit = cur / "comparison.json", tmp_path / "junit.xml"
-    res = deploy("compare", base, cur, "-o", out, "--junit", junit, "--format", "markdown")
+    res = cli("compare", base, cur, "-o", out, "--junit", junit, "--format", "markdown")
     assert res.returncode == 4 and "**not comparable**" in res.stdout
     data = json.loads(out.read_text())
     assert data["schema"] == SCHEMA and data["verdict"] == "not comparable" and data["reasons"]
@@ -310,14 +310,14 @@ def test_cli_writes_the_comparison_and_fails_on_not_comparable_in_junit(tmp_path
     assert load_run(cur)["gate"]["verdict"] == "not comparable"  # what the report reads
 
 
-def test_cli_defaults_are_the_gates():
+def test_cli_defaults_are_the_gates(cli):
     from pipeline.cli import build_parser
 
     args = build_parser().parse_args(["compare", "a", "b"])
     assert (args.tolerance, args.k, args.nights, args.accuracy_tolerance) == (
         DEFAULTS["tolerance"], DEFAULTS["k"], DEFAULTS["nights"], DEFAULTS["accuracy_tolerance"])
     for bad in (["--k", "inf"], ["--nights", "0"], ["--tolerance", "nan"], ["--expect-change", "weather"]):
-        res = deploy("compare", "a", "b", *bad)
+        res = cli("compare", "a", "b", *bad)
         assert res.returncode == 1, bad
 
 
@@ -347,11 +347,11 @@ def test_gate_noise_drives_the_real_gate_deterministically():
     ("benchmark/benchmark.json", lambda d: d.update(where="tx2"), "where"),
     ("benchmark/benchmark.json", lambda d: d["results"][0].update(iterations=-5), "results[0].iterations"),
 ])
-def test_json_of_the_wrong_shape_is_one_line_not_a_traceback_issue22(tmp_path, rel, change, key):
+def test_json_of_the_wrong_shape_is_one_line_not_a_traceback_issue22(tmp_path, rel, change, key, cli):
     base = make_run(tmp_path / "base")
     cur = make_run(tmp_path / "cur")
     edit_json(cur / rel, change)
-    for res in (deploy("compare", base, cur), deploy("compare", base, base, "--history", cur)):
+    for res in (cli("compare", base, cur), cli("compare", base, base, "--history", cur)):
         assert res.returncode == 1 and "Traceback" not in res.stderr
         (line,) = res.stderr.strip().splitlines()
         assert rel.split("/")[-1] in line and key in line

@@ -10,7 +10,6 @@ from pipeline.errors import DeployError
 from pipeline.report import markdown_report, write_report
 from pipeline.report.collect import expand_history, load_run
 
-from conftest import deploy
 from reportkit import gate_row, make_run, write_comparison
 
 
@@ -128,18 +127,18 @@ def test_bad_input_is_one_line(tmp_path):
         expand_history([tmp_path / "empty"])
 
 
-def test_cli_report_html_markdown_and_errors(tmp_path):
+def test_cli_report_html_markdown_and_errors(tmp_path, cli):
     run = make_run(tmp_path / "tx2")
     (tmp_path / "a-file").write_text("")
-    res = deploy("report", run, "-o", tmp_path / "a-file" / "r.html")
+    res = cli("report", run, "-o", tmp_path / "a-file" / "r.html")
     assert res.returncode == 1 and "cannot write the report" in res.stderr and "Traceback" not in res.stderr
-    res = deploy("report", run, "-o", tmp_path / "new" / "folder" / "r.html")
+    res = cli("report", run, "-o", tmp_path / "new" / "folder" / "r.html")
     assert res.returncode == 0 and (tmp_path / "new" / "folder" / "r.html").exists()
-    res = deploy("report", run)
+    res = cli("report", run)
     assert res.returncode == 0 and res.stdout.strip() == str(run / "report.html")
-    res = deploy("report", run, "--format", "markdown")
+    res = cli("report", run, "--format", "markdown")
     assert res.returncode == 0 and res.stdout.startswith("## deploy: tx2")
-    res = deploy("report", tmp_path / "nope")
+    res = cli("report", tmp_path / "nope")
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "no such run folder" in res.stderr
 
 
