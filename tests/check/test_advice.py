@@ -28,6 +28,14 @@ def _freeze_lstm(path, unroll):
     return path
 
 
+@pytest.fixture(scope="module")
+def lstm(tmp_path_factory):
+    """The Keras LSTM frozen once for the module: {"loop": its while loop (unroll=False), "unrolled": unroll=True}."""
+    folder = tmp_path_factory.mktemp("lstm")
+    return {"loop": _freeze_lstm(folder / "lstm.pb", unroll=False),
+            "unrolled": _freeze_lstm(folder / "unrolled.pb", unroll=True)}
+
+
 def _check(path, target="jetson_tx2", convert=False):
     from pipeline.check import check_model
     from pipeline.targets import load_target
@@ -35,8 +43,8 @@ def _check(path, target="jetson_tx2", convert=False):
     return check_model(path, load_target(target), convert=convert)
 
 
-def test_lstm_no_names_unroll_and_the_unrolled_model_is_yes(tmp_path):
-    report = _check(_freeze_lstm(tmp_path / "lstm.pb", unroll=False))
+def test_lstm_no_names_unroll_and_the_unrolled_model_is_yes(lstm):
+    report = _check(lstm["loop"])
     onnx = report.route("onnx")
     blockers = [f for f in onnx.findings if f.severity == "blocker"]
     # the NO rests on the loop tf2onnx leaves, not on the unused VARIANT placeholders
@@ -48,23 +56,23 @@ def test_lstm_no_names_unroll_and_the_unrolled_model_is_yes(tmp_path):
     assert pruned and all(n.startswith("unused_control_flow_input") for n in pruned[0].nodes)
     assert [i["name"] for i in report.model["inputs"]] == ["x:0"]
     # the fix applied: LSTM(unroll=True) over a fixed length
-    fixed = _check(_freeze_lstm(tmp_path / "unrolled.pb", unroll=True))
+    fixed = _check(lstm["unrolled"])
     assert [f.cause for f in fixed.route("onnx").findings if f.severity == "blocker"] == []
     assert fixed.route("onnx").accepted_but_wrong == []
 
 
 
-def test_converted_lstm_every_onnx_blocker_names_unroll_and_the_unrolled_model_is_yes(tmp_path):
+def test_converted_lstm_every_onnx_blocker_names_unroll_and_the_unrolled_model_is_yes(lstm):
     """The onnx route judged on tf2onnx's real output (deploy check's default): the TensorList op
     tf2onnx leaves at the top and the one it leaves inside the ONNX Loop body both name the fix."""
-    report = _check(_freeze_lstm(tmp_path / "lstm.pb", unroll=False), convert=True)
+    report = _check(lstm["loop"], convert=True)
     onnx = report.route("onnx")
     blockers = [f for f in onnx.findings if f.severity == "blocker"]
     assert any("/body/" in n for f in blockers for n in f.nodes), [f.nodes for f in blockers]
     for finding in blockers:
         assert "unroll=True" in finding.fix and "fixed sequence length" in finding.fix, finding.cause
         assert "static_rnn" in finding.fix and "move it out of the If/Loop/Scan body" not in finding.fix
-    fixed = _check(_freeze_lstm(tmp_path / "unrolled.pb", unroll=True), convert=True)
+    fixed = _check(lstm["unrolled"], convert=True)
     assert [f.cause for f in fixed.route("onnx").findings if f.severity == "blocker"] == []
 
 
@@ -101,13 +109,13 @@ def test_an_op_in_a_loop_body_from_a_tf_while_names_unroll_a_plain_loop_body_doe
     assert fix("det") == ["replace Det with supported ops, or move it out of the If/Loop/Scan body"]
 
 
-def test_lstm_loop_noops_are_not_advised_away_a_stray_noop_is(tmp_path):
+def test_lstm_loop_noops_are_not_advised_away_a_stray_noop_is(lstm, tmp_path):
     """rewrite remove_identity leaves the loop's NoOps alone (removing them breaks the loop), so the check
     names none of them; near miss: a NoOp beside a plain graph still gets remove_identity."""
     from pipeline.graph.frames import held_by_control_flow, tf_edges
     from pipeline.graph.readers import read_model
 
-    path = _freeze_lstm(tmp_path / "lstm.pb", unroll=False)
+    path = lstm["loop"]
     held = held_by_control_flow(tf_edges(read_model(str(path))))
     loop_noops = {n for n in held if "LoopControlInputs" in n or "output_control_node" in n}
     assert loop_noops
