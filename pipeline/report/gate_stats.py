@@ -29,7 +29,7 @@ OUT_OF_BAND = ("suspect", "regression")  # a night's figure beyond its band (a r
 # (heavy-tailed drift is wider than its MAD says), or tonight's sampling variance when larger. Tuned with
 # scripts/bench/gate_model.py and measured with scripts/bench/gate_noise.py (docs/nightly.md).
 WINDOW = 3
-WINDOW_K = 2.8
+WINDOW_K = 2.5
 WINDOW_CLIP = 1.5
 SPREAD_CLIP = 2.5
 FIRST_NIGHT_SIGMAS = 4.0
