@@ -7,7 +7,8 @@ The first check of MODEL (a miss: tf2onnx runs, not timed) stores the answer in 
 `--rounds` rounds each time a fresh `deploy check MODEL -q` (a hit) and `deploy --help`. `--baseline DIR`: a
 copy of another version's `pipeline/` and `targets/` (e.g. `git archive HEAD~1 pipeline targets | tar -x -C DIR`),
 run with PYTHONPATH=DIR in the same rounds, alternating, so both see the same load (`--tree DIR`: such a copy stands for this tree, so that editing the source
-while it runs, which changes the cache key, does not spoil it). The load average is
+while it runs, which changes the cache key, does not spoil it). Each tree's pipeline/ is byte-compiled
+first (compileall), as an installed deploy is. The load average is
 printed before and after: on a shared machine say it with the figures.
 """
 
@@ -46,7 +47,8 @@ def main():
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-check-hit-") as cache:
         envs = {}
-        for name, tree in trees:
+        for name, tree in trees:  # byte-compiled first, as an installed deploy is (PYTHONDONTWRITEBYTECODE or not)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(tree, "pipeline")], check=True)
             env = dict(os.environ, PYTHONPATH=tree, DEPLOY_CHECK_CACHE_DIR=os.path.join(cache, name.replace(" ", "_")))
             env.pop("DEPLOY_CHECK_CACHE", None)
             envs[name] = env

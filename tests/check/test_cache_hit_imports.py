@@ -1,5 +1,6 @@
 """Issue 26 item 1: a re-check answered from the check cache imports only what the answer needs: no
-pydantic (the target schema), numpy, onnx, protobuf, PyYAML or checker; so it stays well under 0.5 s."""
+pydantic (the target schema), numpy, onnx, protobuf, PyYAML, checker or importlib.metadata (the versions in
+the key are read from the dist-info folders' names); so it stays well under 0.5 s."""
 
 import json
 import subprocess
@@ -11,7 +12,7 @@ from test_check_cache import _tiny_onnx
 from pipeline.check import cache as check_cache
 
 HEAVY = ("pydantic", "numpy", "onnx", "google.protobuf", "yaml", "tensorflow", "tf2onnx", "onnxruntime",
-         "pipeline.targets.device", "pipeline.check.checker", "pipeline.graph")
+         "pipeline.targets.device", "pipeline.check.checker", "pipeline.graph", "importlib.metadata")
 # a hit in this process, then the heavy modules it left in sys.modules, as JSON on the last line
 PROBE = """
 import json, sys
@@ -34,3 +35,20 @@ def test_a_cache_hit_imports_no_schema_numpy_onnx_or_checker(tmp_path):
     report, _, probe = hit.stdout.rstrip("\n").rpartition("\n")
     assert report + "\n" == first.stdout  # the same answer, word for word
     assert json.loads(probe) == {"code": 0, "heavy": []}
+
+
+def test_the_versions_in_the_key_are_importlib_metadata_s():
+    """The cache key's versions, read from the dist-info folders, are the ones importlib.metadata gives: the
+    same key as before, so every stored answer is still found."""
+    from importlib import metadata
+
+    from pipeline import __version__
+
+    expected = {"deploy": __version__}
+    for name in check_cache._PACKAGES:
+        try:
+            expected[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            expected[name] = None
+    assert check_cache._versions() == expected
+    assert expected["onnx"] and expected["tf2onnx"]  # installed here: the comparison is not of Nones
