@@ -262,13 +262,12 @@ def summary_rows(entries):
 
 
 def summary_row(e):
-    from pipeline.check.report import estimate_cell, predicted_label
-
     if e.report is None:
-        return (e.path, "ERROR", "-", "-", "-", e.error)
+        return (e.path, "ERROR", "-", "-", e.error)
     best = e.report.recommended
     if best is None:
-        return (e.path, e.verdict, "none", "-", estimate_cell(e.report), "no route applies")
+        return (e.path, e.verdict, "none", "-", "no route applies")
+    from pipeline.check.report import predicted_label
 
     blockers, wrong = e.report.total_blockers(best.route), e.report.wrong(best.route)
     route = best.route + (" at opset {}".format(best.opset) if best.opset else "")
@@ -280,10 +279,18 @@ def summary_row(e):
         notes.append("after `deploy rewrite --auto`: {}".format(p["verdict"]))
     if e.same_model:
         notes.append("the same model (same weights) as {}: two verdicts for one model".format(", ".join(e.same_model)))
-    return (e.path, e.verdict, route, str(blockers), estimate_cell(e.report), "; ".join(notes))
+    return (e.path, e.verdict, route, str(blockers), "; ".join(notes))
 
 
-_HEADER = ("model", "verdict", "recommended route", "blockers", "estimate", "note")
+_HEADER = ("model", "verdict", "recommended route", "blockers", "note")
+_TABLE = _HEADER[:4] + ("estimate",) + _HEADER[4:]  # the printed table: deploy check's latency estimate before the note
+
+
+def table_rows(entries):
+    """summary_rows with the estimate column (pipeline.check.report.estimate_cell) before the note."""
+    from pipeline.check.report import estimate_cell
+
+    return [row[:4] + (estimate_cell(e.report),) + row[4:] for e, row in zip(entries, summary_rows(entries))]
 
 
 def summary_line(entries):
@@ -294,8 +301,8 @@ def summary_line(entries):
 
 def summary_table(entries):
     """The summary as an aligned plain-text table."""
-    rows = [_HEADER] + summary_rows(entries)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER) - 1)]
+    rows = [_TABLE] + table_rows(entries)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_TABLE) - 1)]
     lines = []
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + ("  " + r[-1] if r[-1] else ""))
@@ -341,8 +348,8 @@ def format_markdown(entries):
     from pipeline.check.report import format_markdown as one
 
     out = ["# deploy check: {} models".format(len(entries)), "", summary_line(entries), "",
-           "| " + " | ".join(_HEADER) + " |", "|---" * len(_HEADER) + "|"]
-    for row in summary_rows(entries):
+           "| " + " | ".join(_TABLE) + " |", "|---" * len(_TABLE) + "|"]
+    for row in table_rows(entries):
         out.append("| " + " | ".join(_md(c) if c else "" for c in row) + " |")
     for e in entries:
         out.append("")
