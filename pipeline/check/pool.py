@@ -2,11 +2,18 @@
 
     folder = workdir()                      # $TMPDIR/deploy-check-*, locked while this process lives
     sweep(tempfile.gettempdir())            # folders of deploys that were killed: removed (workdir does it)
-    run_pool([(key, func, nbytes), ...], on_done=print_verdict)   # func(worker) on every core
+    run_pool([(key, func, nbytes), ...], on_done=print_verdict)   # func(worker) on every core, within the budget
+    workers, budget = plan([nbytes, ...])   # how many workers, and the memory budget (DEPLOY_CHECK_MAX_MB)
 
 A folder holds a lock (``fcntl``) for as long as its deploy lives; the kernel drops it when the
 process dies, however it dies, so the next ``workdir()`` of any deploy removes a folder whose lock
 it can take. The workers are ``pipeline.check.worker`` processes.
+
+A zoo's memory is bounded by its budget, not by its models: ``DEPLOY_CHECK_MAX_MB``, or by default
+WORKER_MB (1 GB) a worker, or half of the memory the machine has available when that is less. Each
+conversion's peak is estimated from the model's size by factors measured on keras.applications models
+(``expected_peak``); the pool starts a conversion only when it fits beside those under way, so big models
+are converted one at a time while small ones fill the other workers.
 """
 
 import os
@@ -102,61 +109,145 @@ def model_bytes(path):
     return total
 
 
-def run_pool(jobs, workers=None, on_done=None):
+MAX_MB_ENV = "DEPLOY_CHECK_MAX_MB"  # the zoo's memory budget in MB (default: memory_budget's)
+WORKER_MB = 1024  # the default budget a worker: what the issue's 2 GB on 2 cores allows
+# Measured (docs/performance.md, "zoo memory"; keras.applications frozen graphs of 10-33 MB, pure-Python protobuf,
+# 2026-11-28): a worker holds about 350 MB after importing TensorFlow and tf2onnx and WORKER_BASE_BYTES once it has
+# converted a model (what it keeps after giving back what it freed); converting a frozen graph of N bytes takes it
+# PEAK_FACTOR * N above that at its peak (16-19.5x measured: EfficientNetB0 16x, DenseNet121 17.6x,
+# MobileNetV3Large 19.4x); deploy's own process holds up to PARENT_BYTES while it checks a model that landed.
+WORKER_BASE_BYTES = 600 << 20
+PEAK_FACTOR = 20
+PARENT_BYTES = 350 << 20
+
+
+def expected_peak(nbytes):
+    """What converting a model of ``nbytes`` adds to a worker's memory at its peak (an estimate from measured factors)."""
+    return PEAK_FACTOR * max(0, int(nbytes))
+
+
+def memory_budget(workers):
+    """The memory a zoo of ``workers`` workers may use, in bytes: ``DEPLOY_CHECK_MAX_MB`` if set, else WORKER_MB a
+    worker, or half of what the machine has available now (Linux's MemAvailable) when that is less."""
+    from pipeline.errors import DeployError
+
+    value = os.environ.get(MAX_MB_ENV, "").strip()
+    if value:
+        try:
+            mb = float(value)
+        except ValueError:
+            mb = -1
+        if mb <= 0:
+            raise DeployError("{}={!r}: expected a number of megabytes above 0 (the zoo's memory budget, e.g. 2048)"
+                              .format(MAX_MB_ENV, value))
+        return int(mb * (1 << 20))
+    budget = workers * WORKER_MB << 20
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return min(budget, int(line.split()[1]) * 1024 // 2)
+    except (OSError, ValueError, IndexError):
+        pass
+    return budget
+
+
+def plan(sizes, workers=None, max_bytes=None):
+    """(worker count, memory budget in bytes) for jobs of ``sizes`` bytes: one worker a CPU (or ``workers``), no
+    more than jobs, and no more than the budget (``max_bytes``, default ``memory_budget``) holds beside the
+    smallest conversion each: a worker waiting for memory would hold its imports in vain."""
+    from pipeline.check.background import usable_cpus
+
+    count = max(1, min(len(sizes), workers or usable_cpus()))
+    budget = memory_budget(count) if max_bytes is None else max_bytes
+    smallest = min(expected_peak(n) for n in sizes) if sizes else 0
+    return max(1, min(count, (budget - PARENT_BYTES) // (WORKER_BASE_BYTES + smallest))), budget
+
+
+def run_pool(jobs, workers=None, on_done=None, max_bytes=None, start_worker=None):
     """``func(worker)`` of each ``(key, func, nbytes)`` in ``jobs`` over ``workers`` worker processes (default:
     the CPUs this process may use), one job a worker at a time; ``on_done(key, value)`` in the caller's thread
-    as each job lands (a job's exception is its value). ``nbytes``: the model's size. Several jobs (a zoo): the
-    workers use pure-Python protobuf whatever the sizes (pipeline.check.worker: tf2onnx's peak falls by a
-    quarter on EfficientNetB0, by 70 % on ResNet50; its extra import seconds are paid once a worker, and
-    several workers convert at once, so their peaks add up). A worker left holding more than
-    worker.RECYCLE_BYTES is replaced: memory is bounded by the number of workers, not of jobs. Returns {key: value}."""
-    import queue
+    as each job lands (a job's exception is its value). ``nbytes``: the model's size. Returns {key: value}.
+
+    Memory is bounded by the budget, not by the number of jobs: ``max_bytes`` (default ``memory_budget``) holds
+    deploy's own process, every worker's imports and the conversions under way, each estimated by
+    ``expected_peak(nbytes)``; a job starts only when it fits beside the ones running (a job alone always runs),
+    so two big models are converted one after the other and small ones fill the other workers meanwhile.
+    After each job the worker gives its freed memory back (``worker.release_memory``); a worker still holding
+    more than ``worker.RECYCLE_BYTES`` is replaced by a fresh one. Several jobs (a zoo): the workers use
+    pure-Python protobuf whatever the sizes (pipeline.check.worker: tf2onnx's peak falls by a quarter on
+    EfficientNetB0, by 70 % on ResNet50). ``start_worker(big)``: makes a worker (default: a Worker process)."""
     import threading
 
-    from pipeline.check.background import usable_cpus
     from pipeline.check.worker import PURE_PROTOBUF_BYTES, RECYCLE_BYTES, Worker
 
     jobs = list(jobs)
     if not jobs:
         return {}
     big = len(jobs) > 1 or any(nbytes >= PURE_PROTOBUF_BYTES for _, _, nbytes in jobs)
-    todo, done = queue.Queue(), queue.Queue()
-    for key, func, _ in jobs:
-        todo.put((key, func))
-    folder = workdir()
+    count, budget = plan([nbytes for _, _, nbytes in jobs], workers, max_bytes)
+    room = budget - PARENT_BYTES - count * WORKER_BASE_BYTES  # for the conversions under way
+    todo = [(key, func, expected_peak(nbytes)) for key, func, nbytes in jobs]
+    running = []  # expected peaks of the jobs under way
+    lock = threading.Condition()
+    done = []
+    if start_worker is None:
+        folder = workdir()
+
+        def start_worker(big):
+            return Worker(folder, big=big)
+
+    def take():
+        """The first job that fits beside those running, or None when none is left; waits while none fits."""
+        with lock:
+            while todo:
+                for i, (_, _, peak) in enumerate(todo):
+                    if not running or sum(running) + peak <= room:
+                        running.append(peak)
+                        return todo.pop(i)
+                lock.wait()
+            return None
 
     def serve():  # a worker started here dies with this thread (PR_SET_PDEATHSIG): it is closed before that
         worker = None
         try:
             while True:
-                try:
-                    key, func = todo.get_nowait()
-                except queue.Empty:
+                job = take()
+                if job is None:
                     return
-                if worker is None or not worker.alive:
-                    worker = Worker(folder, big=big)
+                key, func, peak = job
                 try:
+                    if worker is None or not worker.alive:
+                        worker = start_worker(big)
                     value = func(worker)
                 except Exception as e:  # noqa: BLE001 - handed to the caller, who reports it for that model
                     value = e
-                done.put((key, value))
-                if not worker.alive or worker.rss > RECYCLE_BYTES:
+                if worker is not None and (not worker.alive or worker.rss > RECYCLE_BYTES):
                     worker.close()
                     worker = None
+                with lock:
+                    running.remove(peak)
+                    done.append((key, value))
+                    lock.notify_all()
         finally:
             if worker is not None:
                 worker.close()
 
     threads = [threading.Thread(target=serve, daemon=True, name="deploy-check-worker-{}".format(i))
-               for i in range(max(1, min(len(jobs), workers or usable_cpus())))]
+               for i in range(count)]
     for thread in threads:
         thread.start()
     results = {}
-    for _ in jobs:
-        key, value = done.get()
-        results[key] = value
-        if on_done is not None:
-            on_done(key, value)
+    while len(results) < len(jobs):
+        with lock:
+            while not done:
+                lock.wait()
+            landed = list(done)
+            del done[:]
+        for key, value in landed:
+            results[key] = value
+            if on_done is not None:
+                on_done(key, value)
     for thread in threads:
         thread.join()
     return results

@@ -109,6 +109,7 @@ def check_models(paths, target, routes=None, signature="serving_default", conver
     from pipeline.check import check_model, convert_probe
     from pipeline.check.model import converter_opset
     from pipeline.check.pool import model_bytes
+    from pipeline.check.worker import release_memory
     from pipeline.progress import Progress
 
     progress = progress or Progress("quiet")
@@ -132,6 +133,7 @@ def check_models(paths, target, routes=None, signature="serving_default", conver
                                     answers)
         done = sum(e is not None for e in entries)
         progress.log("[{}/{}] {}".format(done, len(found), verdict_line(entries[i])))
+        release_memory()  # the graph and ONNX model read for it: back to the OS while the workers convert
 
     todo = []
     for i, (path, error) in enumerate(found):
@@ -152,20 +154,15 @@ def check_models(paths, target, routes=None, signature="serving_default", conver
         if i not in {key for key, _, _ in jobs}:
             finish(i)  # nothing to convert (ONNX, a .meta, an error): checked at once
     if jobs:
-        from pipeline.check.pool import run_pool
+        from pipeline.check.pool import plan, run_pool
 
         convert_probe.workdir()
-        progress.log("converting {} model{} with tf2onnx over {} worker{} ...".format(
-            len(jobs), "" if len(jobs) == 1 else "s", _workers(len(jobs)), "" if _workers(len(jobs)) == 1 else "s"))
-        run_pool(jobs, on_done=lambda i, _: finish(i))
+        workers, budget = plan([nbytes for _, _, nbytes in jobs])
+        progress.log("converting {} model{} with tf2onnx over {} worker{} (memory budget {} MB) ...".format(
+            len(jobs), "" if len(jobs) == 1 else "s", workers, "" if workers == 1 else "s", budget >> 20))
+        run_pool(jobs, workers=workers, max_bytes=budget, on_done=lambda i, _: finish(i))
     _same_model_notes(entries)
     return entries
-
-
-def _workers(jobs):
-    from pipeline.check.background import usable_cpus
-
-    return max(1, min(jobs, usable_cpus()))
 
 
 def _converts(item):

@@ -15,7 +15,10 @@ input) on this machine's cores <= 0.6x the sum of their single checks, peak RSS 
 - The rounds alternate tf2onnx's CLI and deploy check (``--no-cache -q``) on each model, so load that
   changes during the run hits both; the medians and ratios are printed, with the load average.
 - The zoo: ``--zoo N`` models cycled from ZOO_MODELS (distinct files), `deploy check FOLDER --no-cache -q`
-  against the sum of each model's single `deploy check` wall time measured in the same run.
+  against the sum of each model's single `deploy check` wall time measured in the same run
+  (``--zoo-memory-only``: the zoo alone). Its peak is counted as above (the whole tree at one instant); the
+  line also gives deploy's own process and each worker at that instant, and each one's own peak.
+  ``DEPLOY_CHECK_MAX_MB`` in the environment is the zoo's memory budget (default: deploy's own).
 
 One JSON line at the end for tooling.
 """
@@ -40,6 +43,11 @@ OPSET = 13  # jetson_tx2's: what deploy check converts at
 
 def _tree_rss(root):
     """Sum of VmRSS (bytes) over ``root`` and its descendants."""
+    return sum(_tree_rss_by_pid(root).values())
+
+
+def _tree_rss_by_pid(root):
+    """{pid: VmRSS bytes} of ``root`` and its descendants, read at (nearly) one instant."""
     parents = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -55,33 +63,48 @@ def _tree_rss(root):
             if parent == pid and child not in tree:
                 tree.add(child)
                 todo.append(child)
-    total = 0
+    found = {}
     for pid in tree:
         try:
             with open("/proc/{}/status".format(pid)) as status:
                 for line in status:
                     if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
+                        found[pid] = int(line.split()[1]) * 1024
         except OSError:
             pass
-    return total
+    return found
 
 
-def timed(argv, env=None, ok=(0, 2), cpu=None):
+def timed(argv, env=None, ok=(0, 2), cpu=None, breakdown=None):
     """(wall seconds, peak tree RSS bytes) of one fresh process; its CPU seconds (user + sys, its waited-for
-    descendants included: deploy's worker) appended to ``cpu`` when given: the figure load disturbs least."""
+    descendants included: deploy's worker) appended to ``cpu`` when given: the figure load disturbs least.
+    ``breakdown``: a dict given the tree at the peak: {"process": MB, "children": [MB, ...], "at_s": seconds},
+    and each process's own peak ("process_peak", "children_peaks": workers in start order)."""
     import resource
 
     full = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=str(ROOT), env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak = 0
+    out_file, err_file = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # a pipe would fill and block it
+    proc = subprocess.Popen(argv, cwd=str(ROOT), env=full, stdout=out_file, stderr=err_file)
+    peak, own = 0, {}
     while proc.poll() is None:
-        peak = max(peak, _tree_rss(proc.pid))
+        rss = _tree_rss_by_pid(proc.pid)
+        for pid, value in rss.items():
+            own[pid] = max(own.get(pid, 0), value)
+        if sum(rss.values()) > peak:
+            peak = sum(rss.values())
+            if breakdown is not None:
+                breakdown.update(process=rss.get(proc.pid, 0) >> 20, at_s=round(time.perf_counter() - start, 1),
+                                 children=[rss[p] >> 20 for p in sorted(rss) if p != proc.pid])
         time.sleep(0.05)
     wall = time.perf_counter() - start
-    out, err = proc.communicate()
+    proc.wait()
+    if breakdown is not None:
+        breakdown.update(process_peak=own.get(proc.pid, 0) >> 20,
+                         children_peaks=[own[p] >> 20 for p in sorted(own) if p != proc.pid])
+    err_file.seek(0)
+    err = err_file.read()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if cpu is not None:
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -120,6 +143,8 @@ def main():
     parser.add_argument("--single", nargs="*", default=["MobileNetV2:96"], help="NAME:SIZE models for the single check")
     parser.add_argument("--zoo", type=int, default=0, help="zoo size (0: no zoo); the issue's figure is 12")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--zoo-memory-only", action="store_true",
+                        help="the zoo alone: its wall time and peak RSS, without the single checks (no ratio)")
     parser.add_argument("--keep", help="build the models into this folder and keep them")
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="bench-check-convert-")
@@ -161,14 +186,19 @@ def main():
             path = zoo / "{:02d}_{}".format(i, build(spec, folder).name)
             if not path.exists():  # a copy: distinct files, so the zoo converts each
                 path.write_bytes(build(spec, folder).read_bytes())
-            singles.append(timed(deploy + [str(path), "--target", TARGET, "--no-cache", "-q"]))
-        together = timed(deploy + [str(zoo), "--target", TARGET, "--no-cache", "-q"])
+            if not args.zoo_memory_only:
+                singles.append(timed(deploy + [str(path), "--target", TARGET, "--no-cache", "-q"]))
+        at_peak = {}
+        together = timed(deploy + [str(zoo), "--target", TARGET, "--no-cache", "-q"], breakdown=at_peak)
         result["zoo"] = {"models": len(specs), "zoo_s": round(together[0], 1), "zoo_rss_mb": together[1] >> 20,
                          "sum_single_s": round(sum(w for w, _ in singles), 1),
-                         "max_single_rss_mb": max(r for _, r in singles) >> 20}
-        result["zoo"]["ratio"] = round(together[0] / result["zoo"]["sum_single_s"], 3)
-        print("zoo of {}: {:.1f} s, peak {} MB | sum of single checks {:.1f} s | {:.2f}x".format(
-            len(specs), together[0], together[1] >> 20, result["zoo"]["sum_single_s"], result["zoo"]["ratio"]))
+                         "max_single_rss_mb": max((r for _, r in singles), default=0) >> 20, "at_peak": at_peak,
+                         "max_mb_env": os.environ.get("DEPLOY_CHECK_MAX_MB", "")}
+        result["zoo"]["ratio"] = round(together[0] / result["zoo"]["sum_single_s"], 3) if singles else None
+        print("zoo of {}: {:.1f} s, peak {} MB (deploy {} MB + workers {} MB at that instant; each worker's own "
+              "peak {} MB) | sum of single checks {:.1f} s | {:.2f}x".format(
+                  len(specs), together[0], together[1] >> 20, at_peak.get("process"), at_peak.get("children"),
+                  at_peak.get("children_peaks"), result["zoo"]["sum_single_s"], result["zoo"]["ratio"] or 0))
     result["load_after"] = round(load(), 2)
     print("load average {} -> {} on {} CPUs".format(result["load_before"], result["load_after"], result["cpus"]))
     print(json.dumps(result, sort_keys=True))
