@@ -13,7 +13,6 @@ see where the rule stands on 10x the nights (its intervals are narrower) or to t
 """
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
