@@ -18,7 +18,9 @@ input) on this machine's cores <= 0.6x the sum of their single checks, peak RSS 
   against the sum of each model's single `deploy check` wall time measured in the same run
   (``--zoo-memory-only``: the zoo alone). Its peak is counted as above (the whole tree at one instant); the
   line also gives deploy's own process and each worker at that instant, and each one's own peak.
-  ``DEPLOY_CHECK_MAX_MB`` in the environment is the zoo's memory budget (default: deploy's own).
+  ``DEPLOY_CHECK_MAX_MB`` in the environment is the zoo's memory budget (default: deploy's own). On a loaded
+  machine set ``DEPLOY_CHECK_CONVERT_TIMEOUT`` (e.g. 900): a conversion that times out is killed, which would
+  lower the peak and turn the model's answer into a prediction.
 
 One JSON line at the end for tooling.
 """
@@ -193,7 +195,8 @@ def main():
         result["zoo"] = {"models": len(specs), "zoo_s": round(together[0], 1), "zoo_rss_mb": together[1] >> 20,
                          "sum_single_s": round(sum(w for w, _ in singles), 1),
                          "max_single_rss_mb": max((r for _, r in singles), default=0) >> 20, "at_peak": at_peak,
-                         "max_mb_env": os.environ.get("DEPLOY_CHECK_MAX_MB", "")}
+                         "max_mb_env": os.environ.get("DEPLOY_CHECK_MAX_MB", ""),
+                         "convert_timeout_env": os.environ.get("DEPLOY_CHECK_CONVERT_TIMEOUT", "")}
         result["zoo"]["ratio"] = round(together[0] / result["zoo"]["sum_single_s"], 3) if singles else None
         print("zoo of {}: {:.1f} s, peak {} MB (deploy {} MB + workers {} MB at that instant; each worker's own "
               "peak {} MB) | sum of single checks {:.1f} s | {:.2f}x".format(
