@@ -31,7 +31,7 @@ def trained(tmp_path_factory):
     return tmp, tmp / "runs" / "base" / "train"
 
 
-def test_init_from_a_checkpoint_prefix(trained, tmp_path):
+def test_init_from_a_checkpoint_prefix(trained, tmp_path, cli):
     from pipeline.tf import import_tf
 
     tf = import_tf()
@@ -43,7 +43,7 @@ def test_init_from_a_checkpoint_prefix(trained, tmp_path):
     assert prefix.endswith("model.ckpt-1") and not (tmp_path / "ckpt" / "model.ckpt-1").exists()  # a prefix, not a file
     config = _config(tmp_path, "prefix", "{zoo: small_cnn, input_size: 32}",
                      "{{epochs: 1, batch_size: 8, init_from: {}}}".format(prefix))
-    assert deploy("ckpt", "inspect", prefix).returncode == 0
+    assert cli("ckpt", "inspect", prefix).returncode == 0
     res = deploy("run", config, "--until", "train", "--quiet")
     assert res.returncode == 0, res.stderr
     history = json.loads((tmp_path / "runs" / "prefix" / "train" / "history.json").read_text())
@@ -62,27 +62,27 @@ def test_init_from_into_the_users_own_keras_model(trained, tmp_path):
     assert history["restore"]["restored"]
 
 
-def test_ckpt_inspect_reads_deploys_checkpoint_folder_and_a_saved_model(trained, tmp_path):
+def test_ckpt_inspect_reads_deploys_checkpoint_folder_and_a_saved_model(trained, tmp_path, cli):
     from pipeline.tf import import_tf
 
     tf = import_tf()
     _, train_dir = trained
-    res = deploy("ckpt", "inspect", train_dir / "checkpoints")
+    res = cli("ckpt", "inspect", train_dir / "checkpoints")
     assert res.returncode == 0, res.stderr
     assert "epoch_001.weights.h5" in res.stdout or "variables" in res.stdout
     module = tf.Module()
     module.w = tf.Variable(tf.ones([3, 2]), name="dense/kernel")
     tf.saved_model.save(module, str(tmp_path / "sm"))
-    res = deploy("ckpt", "inspect", tmp_path / "sm" / "variables")
+    res = cli("ckpt", "inspect", tmp_path / "sm" / "variables")
     assert res.returncode == 0 and "(3, 2)" in res.stdout, res.stderr
-    res = deploy("ckpt", "inspect", tmp_path / "sm")
+    res = cli("ckpt", "inspect", tmp_path / "sm")
     assert res.returncode == 0 and "(3, 2)" in res.stdout, res.stderr
 
 
-def test_ckpt_diff_exits_non_zero_where_the_run_would_fail(trained, tmp_path):
+def test_ckpt_diff_exits_non_zero_where_the_run_would_fail(trained, tmp_path, cli):
     tmp, train_dir = trained
     five = _config(tmp_path, "five", "{zoo: small_cnn, input_size: 32, num_classes: 5}", "{epochs: 1}")
-    res = deploy("ckpt", "diff", train_dir / "model.keras", "--config", five)
+    res = cli("ckpt", "diff", train_dir / "model.keras", "--config", five)
     assert res.returncode == 1
     assert "shape mismatch" in res.stdout  # the report is printed first
     assert "add stages.train.exclude_scopes: [" in res.stderr.strip().splitlines()[-1]
@@ -93,7 +93,7 @@ def test_ckpt_diff_exits_non_zero_where_the_run_would_fail(trained, tmp_path):
     module.v = tf.Variable(tf.ones([7, 7, 7]), name="unrelated")
     prefix = tf.train.Checkpoint(m=module).save(str(tmp_path / "other" / "ckpt"))
     same = _config(tmp_path, "same", "{zoo: small_cnn, input_size: 32, num_classes: 4}", "{epochs: 1}")
-    res = deploy("ckpt", "diff", prefix, "--config", same)
+    res = cli("ckpt", "diff", prefix, "--config", same)
     assert res.returncode == 1 and "stages.train.name_map" in res.stderr.strip().splitlines()[-1]
-    res = deploy("ckpt", "diff", train_dir / "model.keras", "--config", same)
+    res = cli("ckpt", "diff", train_dir / "model.keras", "--config", same)
     assert res.returncode == 0, res.stderr
