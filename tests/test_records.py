@@ -222,19 +222,19 @@ def _assert_refused(res, name, key):
 @pytest.mark.parametrize("rel,schema", [("check/check.json", "deploy.check/3"),
                                         ("benchmark/benchmark.json", "deploy.benchmark/2"),
                                         ("run.json", "deploy.run/2")])
-def test_report_and_compare_refuse_a_file_from_a_newer_deploy(tmp_path, rel, schema):
+def test_report_and_compare_refuse_a_file_from_a_newer_deploy(tmp_path, rel, schema, cli):
     """Old: a check.json from a newer deploy was rendered as if current."""
     base, cur = make_run(tmp_path / "base"), make_run(tmp_path / "cur")
     edit_json(cur / rel, lambda d: d.update(schema=schema))
-    line = _assert_refused(deploy("report", cur, "-o", tmp_path / "r.html"), rel.split("/")[-1], "schema")
+    line = _assert_refused(cli("report", cur, "-o", tmp_path / "r.html"), rel.split("/")[-1], "schema")
     assert "newer deploy" in line and not (tmp_path / "r.html").exists()
-    _assert_refused(deploy("compare", base, cur), rel.split("/")[-1], "schema")
+    _assert_refused(cli("compare", base, cur), rel.split("/")[-1], "schema")
 
 
-def test_a_gate_file_in_place_of_the_conversion_comparison_is_refused(tmp_path):
+def test_a_gate_file_in_place_of_the_conversion_comparison_is_refused(tmp_path, cli):
     cur = make_run(tmp_path / "cur")
     (cur / "convert" / "comparison.json").write_text(json.dumps({"schema": "deploy.comparison/2", "verdict": "pass"}))
-    _assert_refused(deploy("report", cur, "-o", tmp_path / "r.html"), "comparison.json", "schema")
+    _assert_refused(cli("report", cur, "-o", tmp_path / "r.html"), "comparison.json", "schema")
 
 
 @pytest.mark.parametrize("rel,change,key", [
@@ -247,11 +247,11 @@ def test_a_gate_file_in_place_of_the_conversion_comparison_is_refused(tmp_path):
     ("benchmark/benchmark.json", lambda d: d["results"][0]["power"].update(rails_mw={"VDD_IN": "5 W"}),
      "results[0].power.rails_mw.VDD_IN"),
 ])
-def test_wrong_shapes_the_renderers_used_to_trip_on_are_one_line(tmp_path, rel, change, key):
+def test_wrong_shapes_the_renderers_used_to_trip_on_are_one_line(tmp_path, rel, change, key, cli):
     """Old: each of these reached the HTML renderer and ended in a traceback."""
     cur = make_run(tmp_path / "cur")
     edit_json(cur / rel, change)
-    _assert_refused(deploy("report", cur, "-o", tmp_path / "r.html"), rel.split("/")[-1], key)
+    _assert_refused(cli("report", cur, "-o", tmp_path / "r.html"), rel.split("/")[-1], key)
 
 
 def test_a_run_folder_from_before_the_schema_stamp_still_reads(tmp_path):
@@ -361,10 +361,10 @@ def _stderr_line(res):
     ("base", lambda d: d["results"][0].update(p50_ms=5e-324), "results[0].p50_ms"),  # was a non-JSON infinite change
     ("cur", lambda d: d["results"][0].update(p50_ms=5e-324), "results[0].p50_ms"),
 ])
-def test_compare_refuses_extreme_figures_with_one_line(tmp_path, which, change, key):
+def test_compare_refuses_extreme_figures_with_one_line(tmp_path, which, change, key, cli):
     runs = {"base": make_run(tmp_path / "base"), "cur": make_run(tmp_path / "cur", seed=3)}
     edit_json(runs[which] / "benchmark" / "benchmark.json", change)
-    line = _stderr_line(deploy("compare", runs["base"], runs["cur"], "--format", "json", "-o", tmp_path / "c.json"))
+    line = _stderr_line(cli("compare", runs["base"], runs["cur"], "--format", "json", "-o", tmp_path / "c.json"))
     assert "benchmark.json" in line and key in line, line
     assert not (tmp_path / "c.json").exists()
 
@@ -374,12 +374,12 @@ def test_compare_refuses_extreme_figures_with_one_line(tmp_path, which, change, 
     ("run.json", lambda d: d.update(settings={"benchmark": "b1"}), "settings.benchmark"),
     ("comparison.json", lambda d: d.update(rows=[{"figure": [1], "change": "x"}]), "rows[0].figure"),  # was TypeError
 ])
-def test_report_refuses_wrong_inner_types_with_one_line(tmp_path, rel, change, key):
+def test_report_refuses_wrong_inner_types_with_one_line(tmp_path, rel, change, key, cli):
     cur = make_run(tmp_path / "cur")
     if rel == "comparison.json":
         (cur / rel).write_text(json.dumps({"schema": "deploy.comparison/2", "verdict": "pass", "rows": []}))
     edit_json(cur / rel, change)
-    line = _stderr_line(deploy("report", cur, "-o", tmp_path / "r.html"))
+    line = _stderr_line(cli("report", cur, "-o", tmp_path / "r.html"))
     assert rel in line and key in line, line
     assert not (tmp_path / "r.html").exists()
 
@@ -436,14 +436,14 @@ def test_report_and_compare_refuse_a_named_pipe_in_a_run_folder_at_once(tmp_path
     assert str(cur / rel) in line and "a named pipe (FIFO), not a regular file" in line, line
 
 
-def test_a_gate_file_beside_the_run_with_wrong_inner_types_is_no_data_never_a_traceback(tmp_path):
+def test_a_gate_file_beside_the_run_with_wrong_inner_types_is_no_data_never_a_traceback(tmp_path, cli):
     """comparison.json beside the run folder (the nightly's layout) is read through the gate's schema too:
     rows of the wrong type give a NO DATA verdict naming the file and key (was a TypeError traceback)."""
     cur = make_run(tmp_path / "cur")
     (tmp_path / "comparison.json").write_text(json.dumps({
         "schema": "deploy.comparison/2", "verdict": "pass", "current": {"dir": str(cur)},
         "rows": [{"figure": [1], "change": "x"}, 5]}))
-    res = deploy("report", cur, "--format", "markdown")
+    res = cli("report", cur, "--format", "markdown")
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert "no data" in res.stdout.lower() and "rows[0]" in res.stdout, res.stdout
     assert "PASS" not in res.stdout

@@ -11,7 +11,6 @@ import pytest
 
 from pipeline.report import markdown_report, write_report
 
-from conftest import deploy
 from reportkit import edit_json, gate_row, make_run, write_comparison
 
 PENDING = ("TensorRT 8.2.1 builds on the jetson_tx2 (JetPack 4.6.6): add a device: section (transport: local on the "
@@ -160,12 +159,12 @@ GITHUB_STEPS = {  # ${{ toJSON(steps) }} on a night whose on-board tests failed
 }
 
 
-def test_a_red_job_says_so_before_the_figures_pass(tmp_path):
+def test_a_red_job_says_so_before_the_figures_pass(tmp_path, cli):
     run = make_run(tmp_path / "night")
     write_comparison(run, "pass", [gate_row("p50_ms", 1, 4.0, 4.0, "ok")])
     steps = tmp_path / "steps.json"
     steps.write_text(json.dumps(GITHUB_STEPS))
-    done = deploy("report", str(run), "--steps", str(steps))
+    done = cli("report", str(run), "--steps", str(steps))
     assert done.returncode == 0, done.stderr
     page = (run / "report.html").read_text()
     assert page.index('id="job"') < page.index('id="verdict"') < page.index('id="answers"')
@@ -174,7 +173,7 @@ def test_a_red_job_says_so_before_the_figures_pass(tmp_path):
     assert "steps: probe success · night success · onboard failure · compare success" in words
     assert "the figures' verdict alone: the job failed (onboard: failure)" in words
     assert 'class="v-pass"' not in page  # a pass on a red job is not drawn green
-    done = deploy("report", str(run), "--steps", str(steps), "--format", "markdown")
+    done = cli("report", str(run), "--steps", str(steps), "--format", "markdown")
     assert done.returncode == 0 and done.stdout.splitlines()[2] == "**job: FAILED** — onboard: failure"
 
 
@@ -196,11 +195,11 @@ def test_the_failed_marker_is_a_red_job_too(tmp_path):
     ('{"probe": "green"}', "step 'probe' has outcome 'green'; expected one of success, failure, cancelled, skipped"),
     ("{not json", "not JSON"),
 ])
-def test_a_bad_steps_file_is_one_line(tmp_path, content, says):
+def test_a_bad_steps_file_is_one_line(tmp_path, content, says, cli):
     run = make_run(tmp_path / "night")
     steps = tmp_path / "steps.json"
     steps.write_text(content)
-    done = deploy("report", str(run), "--steps", str(steps))
+    done = cli("report", str(run), "--steps", str(steps))
     err = done.stderr
     assert done.returncode == 1 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (run / "report.html").exists()
