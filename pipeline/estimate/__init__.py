@@ -72,6 +72,13 @@ def estimate_model(path, targets, precision="fp16", batches=(1,), input_shapes=N
     from pipeline.files import gc_paused
 
     graph, layers = layers_of(path, input_shapes, precision, signature)
+    from pipeline.graph.frames import ANY_LOOP_OPS
+
+    loops = sorted({node.op for node in graph.nodes.values() if node.op in ANY_LOOP_OPS})
+    if loops:
+        raise DeployError("{}: the graph has a loop ({}): its body runs a number of times the engine model cannot count "
+                          "offline; estimate an unrolled model (Keras: LSTM(unroll=True) with a fixed sequence length) "
+                          "or measure it on a board (deploy run)".format(path, ", ".join(loops)))
     if not any(layer.known and layer.flops for layer in layers):
         raise DeployError("{}: no layer's shape could be followed from the inputs ({}); give each input a fixed shape "
                           "with --input-shape NAME=1,224,224,3".format(path, ", ".join(graph.inputs) or "none"))

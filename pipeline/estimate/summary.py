@@ -24,8 +24,6 @@ from pipeline.errors import DeployError
 # costs about 0.03 ms a node (20,000 nodes: +0.5 s CPU on a 1.2 s --no-convert check, measured on a loaded 2-core
 # machine; MobileNetV2, ResNet50, EfficientNetB0 frozen: +0.01 to 0.2 s), a 200,000-node graph several seconds
 GATE_NODES = 20000
-# ops whose cost the engine model cannot count: a loop's body runs an unknown number of times
-LOOP_OPS = frozenset(["Enter", "NextIteration", "LoopCond", "While", "StatelessWhile", "Loop", "Scan"])
 _KEEP = ("latency_ms", "low_ms", "high_ms", "throughput", "bound", "precision", "batch", "power_mode", "calibration")
 
 
@@ -87,7 +85,9 @@ def _estimate(path, target_name, signature, nodes, mode):
         return {"made": False, "reason": "none for {}: its target file has no estimate facts".format(target.name)}
     precision = "fp16" if "fp16" in target.precisions else "fp32"
     graph = read_model(path, signature)
-    loops = sorted({node.op for node in graph.nodes.values() if node.op in LOOP_OPS})
+    from pipeline.graph.frames import ANY_LOOP_OPS  # a loop's body runs a number of times no offline count knows
+
+    loops = sorted({node.op for node in graph.nodes.values() if node.op in ANY_LOOP_OPS})
     if loops:
         return {"made": False, "reason": "the graph has a loop ({}): its iterations cannot be counted offline"
                 .format(", ".join(loops))}

@@ -17,6 +17,10 @@ FUNCTIONAL_OPS = ("While", "StatelessWhile", "If", "StatelessIf", "Case", "State
                   "PartitionedCall", "StatefulPartitionedCall")
 CONTROL_FLOW_OPS = FRAME_OPS + FUNCTIONAL_OPS
 LOOP_OPS = ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration", "LoopCond")
+# a loop in any format deploy reads: TF1 frames, TF2's functional While, ONNX's Loop and Scan (a body that runs a
+# number of times no offline count knows: the latency estimate refuses it rather than count it once or never)
+ANY_LOOP_OPS = ("Enter", "RefEnter", "NextIteration", "RefNextIteration", "LoopCond", "While", "StatelessWhile",
+                "Loop", "Scan")  # the ops that make a loop (an Exit only ends one)
 # what rewrite remove_identity bypasses (one data input; Print: its first, the others are only printed)
 # and removes (control edges only: PrintV2, tf.print's op, has no output)
 PASS_THROUGH = ("Identity", "CheckNumerics", "CheckNumericsV2", "StopGradient", "PreventGradient", "Snapshot")

@@ -2,8 +2,8 @@
 figure. deploy check counts FLOPs on a TensorFlow graph's TF-TRT route only (pipeline.check.compute), so an
 ONNX model's check carries no FLOPs at all (never a too-small one), its latency estimate is "not made"
 naming the loop, and the run report's FLOPs row (pipeline.report.model_facts.flops_of) reads unknown.
-Guards: today's code already does this. Not covered here: `deploy estimate` of the Loop model prints
-"0 GFLOPs per image" and makes a latency (pipeline/estimate counts the Loop layer as nothing)."""
+Guards: the code already did this when they were written. `deploy estimate` of such a model is refused in one line
+naming the loop (it printed "0 GFLOPs per image" and a latency: the Loop layer counted as nothing)."""
 
 import json
 
@@ -89,6 +89,17 @@ def test_an_onnx_loop_or_scan_gets_no_flops_figure_and_no_estimate(tmp_path, cap
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])  # a real model
     assert session.run(None, {session.get_inputs()[0].name: np.ones(session.get_inputs()[0].shape, np.float32)})
     _no_flops_figure(_checked(path, capsys, monkeypatch), loop_op)
+    _estimate_refuses(path, capsys, loop_op)
+
+
+def _estimate_refuses(path, capsys, loop_op):
+    """deploy estimate: exit 1 and one line naming the file and the loop, no figure on stdout."""
+    from pipeline.cli import main
+
+    code = main(["estimate", str(path), "--target", "jetson_nano"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "" and err.strip().count("\n") == 0 and "Traceback" not in err
+    assert str(path) in err and "loop ({})".format(loop_op) in err and "unroll" in err
 
 
 @pytest.mark.tf
@@ -110,3 +121,4 @@ def test_a_tf2onnx_converted_keras_lstm_gets_no_flops_figure_and_no_estimate(tmp
     path = tmp_path / "lstm.onnx"
     onnx.save(proto, str(path))
     _no_flops_figure(_checked(path, capsys, monkeypatch), "Loop")
+    _estimate_refuses(path, capsys, "Loop")
