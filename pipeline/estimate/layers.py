@@ -101,40 +101,55 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
     """The engine's layers of ``graph`` (see the module doc), in the order the graph runs them."""
     order = _order(graph)
     shapes = tensor_shapes(graph, order, input_shapes)
+    onnx = graph.kind == "onnx"
     if graph.kind == "tensorflow":
         def key(t):
             return t if ":" not in t and "^" not in t else tensor_key(graph, t)
     else:
         def key(t):
             return t
-    is_const = _constant_test(graph, order, key)
-    outputs = _outputs(graph, key)
+    # each node's inputs' keys and its output's key, worked out once (a 200,000-node graph asks several times)
+    if graph.kind == "tensorflow":  # key() inlined
+        links = [[t if ":" not in t and "^" not in t else tensor_key(graph, t) for t in node.inputs if t]
+                 for node in order]
+    else:
+        links = [[t for t in node.inputs if t] for node in order]
+    outs = [key(node.outputs[0]) if node.outputs else node.name for node in order] if onnx else \
+        [node.name for node in order]
+    constant = _constants(graph, order, links, outs, key)
     users = {}  # tensor key -> number of consuming nodes
-    for node in order:
-        for t in set(node.inputs):
-            if t:
-                users[key(t)] = users.get(key(t), 0) + 1
-    for t in outputs:
+    for keys in links:
+        for k in (keys if len(keys) < 2 else set(keys)):
+            users[k] = users.get(k, 0) + 1
+    for t in _outputs(graph, key):
         users[t] = users.get(t, 0) + 1  # a graph output is read by the caller
     layer_of = {}  # tensor key -> the open Layer whose output it is
     layers = []
-    for node in order:
-        op = node.op
-        out = _out_key(graph, node, key)
-        if is_const(out):
+    of = shapes.of
+    kinds = {}  # op -> _kind(op)
+    for node, keys, out in zip(order, links, outs):
+        if (out if onnx or (":" not in out and "^" not in out) else key(out)) in constant:
             continue  # folded by the builder
-        if op in FREE or op in CONCAT:
-            if op in FREE and node.inputs and node.inputs[0] and op not in ("Const", "Constant", "Shape"):
-                source = layer_of.get(key(node.inputs[0]))
-                if source is not None and op in ("Identity", "Snapshot", "StopGradient", "Dropout") and \
-                        users.get(key(node.inputs[0])) == 1:
+        op = node.op
+        if op in _NO_LAYER:
+            if op in _PASS and node.inputs and node.inputs[0]:
+                source = layer_of.get(keys[0])
+                if source is not None and users.get(keys[0]) == 1:
                     layer_of[out] = source  # a pass-through keeps the chain open
             continue
-        data = [t for t in node.inputs if t and not is_const(t)]
-        consts = [t for t in node.inputs if t and is_const(t)]
-        out_n = _count(shapes.of(out if graph.kind == "onnx" else node.name))
-        kind = _kind(op)
-        target = _fuse_into(node, kind, data, layer_of, users, key)
+        inputs = [t for t in node.inputs if t] if len(keys) != len(node.inputs) else node.inputs
+        data, data_keys, consts = [], [], []
+        for t, k in zip(inputs, keys):
+            if k in constant:
+                consts.append(t)
+            else:
+                data.append(t)
+                data_keys.append(k)
+        out_n = _count(of(out if onnx else node.name))
+        kind = kinds.get(op)
+        if kind is None:
+            kind = kinds[op] = _kind(op)
+        target = _fuse_into(node, kind, data, data_keys, layer_of, users) if kind == "pointwise" and data else None
         if target is not None:
             target.ops.append(op)
             if out_n is None:
@@ -142,13 +157,13 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
             else:
                 target.flops += out_n * _PER_ELEMENT.get(op, 1)
                 target.writes = out_n
-            residual = [t for t in data if layer_of.get(key(t)) is not target]
+            residual = [t for t, k in zip(data, data_keys) if layer_of.get(k) is not target]
             for t in residual:
-                n = _count(shapes.of(t))
+                n = _count(of(t))
                 target.reads += n or 0
             if residual and target.kind in ANCHORS:
                 target.ops[-1] = op + " (residual)"
-            target.weights += sum(_count(shapes.of(t)) or 0 for t in consts if op not in ("Reshape",))
+            target.weights += sum(_count(of(t)) or 0 for t in consts if op not in ("Reshape",))
             layer_of[out] = target
             continue
         layer = Layer(name=node.name, kind=kind, ops=[op])
@@ -159,6 +174,11 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
         layers[:0] = [_reformat(graph, t, shapes, precision, "input") for t in graph.inputs]
         layers.extend(_reformat(graph, t, shapes, precision, "output") for t in graph.outputs)
     return layers
+
+
+_NO_LAYER = FREE | CONCAT
+# FREE ops that pass their first input through unchanged: a chain open before them stays open
+_PASS = frozenset(["Identity", "Snapshot", "StopGradient", "Dropout"])
 
 
 def _order(graph):
@@ -187,14 +207,14 @@ def _order(graph):
     return list(nodes.values())
 
 
-def _fuse_into(node, kind, data, layer_of, users, key):
+def _fuse_into(node, kind, data, data_keys, layer_of, users):
     """The open layer this point-wise op joins, or None: its main input must come from a conv, matrix
-    product or point-wise layer whose output only this op reads."""
+    product or point-wise layer whose output only this op reads. ``data_keys``: the keys of ``data``."""
     if kind != "pointwise" or not data:
         return None
-    for t in data:
-        source = layer_of.get(key(t))
-        if source is None or users.get(key(t)) != 1:
+    for t, k in zip(data, data_keys):
+        source = layer_of.get(k)
+        if source is None or users.get(k) != 1:
             continue
         others = [x for x in data if x is not t]
         if source.kind in ANCHORS:
@@ -255,28 +275,26 @@ def _measure(layer, node, shapes, data, consts, out_n):
     # reformat and other: bytes only
 
 
-def _constant_test(graph, order, key):
-    """A test: is this tensor a constant? Const nodes, ONNX initializers, and any op all of whose inputs are
-    constants (the frozen batch norm's ``rsqrt(var + eps) * gamma``: TensorRT folds it at build time)."""
-    initializers = graph.initializers or {}
-    constant = set(initializers)
-    for node in order:
-        if node.op in ("Const", "Constant", "VarHandleOp", "VariableV2"):  # weights, frozen or in variables
-            constant.add(_out_key(graph, node, key))
-        elif node.inputs and node.op not in ("Placeholder", "PlaceholderWithDefault") and \
-                all(t and key(t) in constant for t in node.inputs) and not node.control_inputs:
-            constant.add(_out_key(graph, node, key))
-            for extra in node.outputs[1:]:
-                constant.add(key(extra))
-
-    def is_const(tensor):
-        return key(tensor) in constant
-
-    return is_const
-
-
-def _out_key(graph, node, key):
-    return key(node.outputs[0]) if graph.kind == "onnx" and node.outputs else node.name
+def _constants(graph, order, links, outs, key):
+    """The keys of the constant tensors: Const nodes, ONNX initializers, and any op all of whose inputs are
+    constants (the frozen batch norm's ``rsqrt(var + eps) * gamma``: TensorRT folds it at build time).
+    ``links``, ``outs``: each node's non-empty inputs' keys and its output's key, in ``order``."""
+    constant = set(graph.initializers or {})
+    weights = ("Const", "Constant", "VarHandleOp", "VariableV2")
+    inputs_of = ("Placeholder", "PlaceholderWithDefault")
+    for node, keys, out in zip(order, links, outs):
+        op = node.op
+        if op in weights:  # weights, frozen or in variables
+            constant.add(out)
+        elif keys and op not in inputs_of and len(keys) == len(node.inputs) and not node.control_inputs:
+            for k in keys:
+                if k not in constant:
+                    break
+            else:
+                constant.add(out)
+                for extra in node.outputs[1:]:
+                    constant.add(key(extra))
+    return constant
 
 
 def _outputs(graph, key):
