@@ -69,13 +69,13 @@ def test_a_suspect_night_that_does_not_persist_clears(tmp_path, capsys):
 
 def test_the_window_confirms_a_slow_step_that_flickers(tmp_path, capsys):
     """+5 %, out of band, back inside on the next night (+2.5 %), out again: no two consecutive nights, but the
-    median of the last three (+5 %) is beyond its band: a regression on the third night."""
+    clipped mean of the last three (+5 %) is beyond its band: a regression on the third night."""
     board = Board(tmp_path)
     assert board.night(4.2)[1]["verdict"] == "suspect"
     assert board.night(4.1)[1]["verdict"] == "pass"
     code, third = board.night(4.2)
     assert code == 4 and third["verdict"] == "regression"
-    assert "median of the last 3 nights" in p50(third)["note"]
+    assert "mean of the last 3 nights" in p50(third)["note"]
 
 
 def test_a_large_step_is_red_on_its_first_night(tmp_path, capsys):
