@@ -20,6 +20,7 @@ A layer whose shape could not be followed says so (``known: False``) and costs n
 """
 
 from dataclasses import dataclass, field
+from math import prod
 
 from pipeline.estimate.shapes import SKIP, tensor_key, tensor_shapes
 
@@ -69,12 +70,7 @@ class Layer:
 
 
 def _count(dims):
-    if dims is None:
-        return None
-    n = 1
-    for d in dims:
-        n *= d
-    return n
+    return None if dims is None else prod(dims)  # prod: 1 * d0 * d1 ..., the same products a loop makes
 
 
 def _kind(op):
@@ -125,10 +121,11 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
         users[t] = users.get(t, 0) + 1  # a graph output is read by the caller
     layer_of = {}  # tensor key -> the open Layer whose output it is
     layers = []
-    of = shapes.of
+    of, dims = shapes.of, shapes.dims  # of(t) is dims.get(t's key) for a non-empty t
     kinds = {}  # op -> _kind(op)
     for node, keys, out in zip(order, links, outs):
-        if (out if onnx or (":" not in out and "^" not in out) else key(out)) in constant:
+        plain = onnx or (":" not in out and "^" not in out)  # out is its own key
+        if (out if plain else key(out)) in constant:
             continue  # folded by the builder
         op = node.op
         if op in _NO_LAYER:
@@ -138,14 +135,14 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
                     layer_of[out] = source  # a pass-through keeps the chain open
             continue
         inputs = [t for t in node.inputs if t] if len(keys) != len(node.inputs) else node.inputs
-        data, data_keys, consts = [], [], []
+        data, data_keys, const_keys = [], [], []
         for t, k in zip(inputs, keys):
             if k in constant:
-                consts.append(t)
+                const_keys.append(k)
             else:
                 data.append(t)
                 data_keys.append(k)
-        out_n = _count(of(out if onnx else node.name))
+        out_n = _count(dims.get(out) if out and plain else of(out))
         kind = kinds.get(op)
         if kind is None:
             kind = kinds[op] = _kind(op)
@@ -157,17 +154,17 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
             else:
                 target.flops += out_n * _PER_ELEMENT.get(op, 1)
                 target.writes = out_n
-            residual = [t for t, k in zip(data, data_keys) if layer_of.get(k) is not target]
-            for t in residual:
-                n = _count(of(t))
+            residual = [k for k in data_keys if layer_of.get(k) is not target]
+            for k in residual:
+                n = _count(dims.get(k))
                 target.reads += n or 0
             if residual and target.kind in ANCHORS:
                 target.ops[-1] = op + " (residual)"
-            target.weights += sum(_count(of(t)) or 0 for t in consts if op not in ("Reshape",))
+            target.weights += sum(_count(dims.get(k)) or 0 for k in const_keys if op not in ("Reshape",))
             layer_of[out] = target
             continue
         layer = Layer(name=node.name, kind=kind, ops=[op])
-        _measure(layer, node, shapes, data, consts, out_n)
+        _measure(layer, node, shapes, data_keys, const_keys, out_n)
         layers.append(layer)
         layer_of[out] = layer
     if precision in ("fp16", "int8"):
@@ -228,15 +225,17 @@ def _fuse_into(node, kind, data, data_keys, layer_of, users):
 
 
 def _measure(layer, node, shapes, data, consts, out_n):
-    """Fill a new layer's FLOPs, weights and activations from the op and its shapes."""
+    """Fill a new layer's FLOPs, weights and activations from the op and its shapes. ``data``, ``consts``: the
+    keys of its activation and constant inputs."""
     if out_n is None:
         layer.known = False
         return
+    dims = shapes.dims
     layer.writes = out_n
-    layer.reads = sum(_count(shapes.of(t)) or 0 for t in data)
-    layer.weights = sum(_count(shapes.of(t)) or 0 for t in consts)
+    layer.reads = sum(_count(dims.get(k)) or 0 for k in data)
+    layer.weights = sum(_count(dims.get(k)) or 0 for k in consts)
     op, kind = node.op, layer.kind
-    first = shapes.of(data[0]) if data else None
+    first = dims.get(data[0]) if data else None
     if kind in ("conv", "depthwise"):
         kernel = shapes.of(node.inputs[1]) if len(node.inputs) > 1 else None
         if kernel is None:
@@ -249,7 +248,7 @@ def _measure(layer, node, shapes, data, consts, out_n):
         else:  # TF: [kh, kw, ci, co]
             per_output = _count(kernel[:-1])
         if node.op in ("Conv2DBackpropInput", "ConvTranspose"):
-            layer.flops = 2.0 * (_count(shapes.of(data[0])) or 0) * _count(kernel) / max(kernel[0] if
+            layer.flops = 2.0 * (_count(first) or 0) * _count(kernel) / max(kernel[0] if
                                                                                           node.op == "ConvTranspose" else kernel[-1], 1)
         else:
             layer.flops = 2.0 * out_n * per_output
