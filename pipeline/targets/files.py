@@ -64,12 +64,18 @@ def clear_cache():
     _CACHE.clear()
 
 
+_DATA_PARSERS = {}  # one parse function per message: load_cached keys on the function itself
+
+
 def data_file(name, what="deploy's op data"):
     """A YAML data file in the op-tables directory, parsed once per (path, mtime, size); {} when absent."""
     path = op_tables_dir() / name
     if not path.exists():
         return {}
-    return load_cached(path, lambda p: read_yaml(p, f"{what} (reinstall deploy, or check DEPLOY_TARGETS_DIR)"))
+    parse = _DATA_PARSERS.get(what)
+    if parse is None:  # a new lambda per call would be a new cache key: every call parsed the file again
+        parse = _DATA_PARSERS[what] = lambda p: read_yaml(p, f"{what} (reinstall deploy, or check DEPLOY_TARGETS_DIR)")
+    return load_cached(path, parse)
 
 
 def read_yaml(path, what, shown=None):
