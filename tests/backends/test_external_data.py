@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-from conftest import deploy
 from pipeline.errors import DeployError
 from pipeline.backends.external_data import check_external_data
 
@@ -67,15 +66,15 @@ def test_locations(models, case):
 
 
 @pytest.mark.parametrize("case", ["absolute", "climbs", "symlink"])
-def test_commands_refuse_escaping_data(models, tmp_path, case):
+def test_commands_refuse_escaping_data(models, tmp_path, case, cli):
     path, location, problem = models[case]
     external_model(path, location)
-    res = deploy("consistency", path, "--samples", "1")  # after its progress line ("reading"), the one error line
+    res = cli("consistency", path, "--samples", "1")  # the one error line (a progress line first if slow)
     assert res.returncode == 1 and res.stderr.endswith(message(path, location, problem)), res.stderr
     assert "Traceback" not in res.stderr
     assert res.stderr == message(path, location, problem) or res.stderr.startswith("consistency: reading ")
     out = tmp_path / "out.onnx"
-    res = deploy("rewrite", path, "-t", "jetson_tx2", "-o", out, "--auto")
+    res = cli("rewrite", path, "-t", "jetson_tx2", "-o", out, "--auto")
     assert res.returncode == 1 and res.stderr.endswith(message(path, location, problem)), res.stderr
     assert not out.exists()
 
