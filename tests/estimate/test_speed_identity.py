@@ -2,14 +2,21 @@
 tensor_key for a plain name, a conv's attributes are keyed in one map lookup each, a Const's shape is read
 before anything else, and the engine layers are built with the cyclic collector paused (its passes over a
 200,000-node graph's objects were a tenth of the estimate). Each fast path is checked against the plain
-definition it replaces, on graphs read from protobuf bytes the way deploy reads a user's .pb."""
+definition it replaces, on graphs read from protobuf bytes the way deploy reads a user's .pb. The layer loop
+(each node's input keys worked out once, shapes read by key) is compared, layer by layer and number by number,
+with the loop as it was (tests/estimate/layers_reference.py)."""
 
 import gc
+import importlib.util
+import json
+from pathlib import Path
 
 from pipeline.estimate import layers_of
 from pipeline.estimate.layers import _order, engine_layers
 from pipeline.estimate.shapes import _WINDOW_KEYS, _window_attrs, node_attr, tensor_key, tensor_shapes
 from pipeline.graph import read_model
+from tests.estimate.graphs import const, conv, conv_bias_relu, op, tf_graph
+from tests.estimate.layers_reference import reference_engine_layers
 
 
 def _frozen(path):
@@ -145,3 +152,83 @@ def test_engine_layers_are_built_with_the_collector_paused_and_it_is_on_after(tm
     graph, layers = layers_of(_frozen(tmp_path / "m.pb"))
     assert seen == [False] and gc.isenabled()
     assert [layer.to_dict() for layer in layers] == [layer.to_dict() for layer in engine_layers(graph, None, "fp16")]
+
+
+def _blocks(tmp_path):
+    """scripts/bench/graph_read.py's frozen CNN (the 200,000-node benchmark's graph), 502 nodes of it."""
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("graph_read", root / "scripts" / "bench" / "graph_read.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.write_frozen(tmp_path / "blocks.pb", 502)
+    return tmp_path / "blocks.pb"
+
+
+def _onnx_optional_input(path):
+    """An ONNX Clip with its min left out (an empty input name), a Gemm, an Add of two activations."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="gemm", transB=1),
+         helper.make_node("Clip", ["g", "", "hi"], ["c"], name="clip"),
+         helper.make_node("Add", ["c", "g"], ["y"], name="add")], "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(np.ones((4, 8), "float32"), "w"), numpy_helper.from_array(np.ones(4, "float32"), "b"),
+         numpy_helper.from_array(np.array(6.0, "float32"), "hi")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path
+
+
+def _ir_graphs():
+    """Graphs in deploy's own IR that reach each branch of the loop: a residual Add, an Add of one tensor twice
+    (the same string object, and two equal strings), ports and control marks in data inputs, an Identity
+    between a conv and its bias, a constant sub-graph (folded), a MatMul, an empty input, a tensor read twice."""
+    same = "a/Relu"
+    equal = "".join(["a/", "Relu"])
+    yield tf_graph(conv_bias_relu("a", "x", 3, 8) + conv("b", "a/Relu", 8, 8) + [
+        op("add", "AddV2", ["b", "a/Relu"]), op("relu", "Relu", ["add"]), op("add2", "AddV2", ["relu", "a/Relu"])],
+        ["add2"])
+    yield tf_graph(conv_bias_relu("a", "x", 3, 8) + [op("twice", "AddV2", [same, same]), op("r", "Relu", ["twice"])],
+                   ["r"])
+    yield tf_graph(conv_bias_relu("a", "x", 3, 8) + [op("twice", "AddV2", [same, equal]), op("r", "Relu", ["twice"])],
+                   ["r"])
+    sig = "sg"  # a point-wise layer read twice by a Mul: the same string object fuses, two equal strings do not
+    yield tf_graph([op("sg", "Sigmoid", ["x"]), op("m", "Mul", [sig, sig]), op("t", "Tanh", ["m"])], ["t"])
+    yield tf_graph([op("sg", "Sigmoid", ["x"]), op("m", "Mul", [sig, "".join(["s", "g"])]), op("t", "Tanh", ["m"])],
+                   ["t"])
+    yield tf_graph(conv("c", "x:0", 3, 8) + [
+        op("id", "Identity", ["c:0"]), const("bias", [8]), op("ba", "BiasAdd", ["id", "bias"]),
+        op("s", "Sigmoid", ["^x", "ba"]), const("g", [8]), const("v", [8]), op("gv", "Mul", ["g", "v"]),
+        op("scaled", "Mul", ["s", "gv"]), op("e", "Exp", ["scaled", ""]), op("side", "Relu", ["c"]),
+        op("neg", "Neg", ["g", ""]), op("sum", "AddV2", ["side", "neg"])], ["e", "sum"])  # neg: an empty input, kept
+    yield tf_graph([op("flat", "Reshape", ["x", "shape"]), const("shape", [2]), const("w", [192, 10]),
+                    op("mm", "MatMul", ["flat", "w"]), op("mm2", "MatMul", ["mm", "mm:0"], transpose_b=True)],
+                   ["mm2"])
+
+
+def _layers_json(layers):
+    return json.dumps([layer.to_dict() for layer in layers] + [[layer.per_batch for layer in layers]],
+                      sort_keys=True)
+
+
+def test_the_layer_loop_gives_what_the_loop_before_it_gave(tmp_path):
+    graphs = [read_model(path) for path in (_frozen(tmp_path / "m.pb"), _onnx(tmp_path / "m.onnx"), _blocks(tmp_path),
+                                            _onnx_optional_input(tmp_path / "opt.onnx"))] + list(_ir_graphs())
+    twice, equal = (engine_layers(g, None, "fp32") for g in graphs[7:9])
+    assert [layer.ops for layer in twice] == [["Sigmoid", "Mul", "Tanh"]]
+    assert [layer.ops for layer in equal] == [["Sigmoid"], ["Mul", "Tanh"]]
+    counted = 0
+    for graph in graphs:
+        for precision in ("fp32", "fp16", "int8"):
+            new = _layers_json(engine_layers(graph, None, precision))
+            old = _layers_json(reference_engine_layers(graph, None, precision))
+            assert new == old, (graph.source, precision)
+        counted += len(engine_layers(graph, None, "fp32"))
+    blocks = engine_layers(graphs[2], None, "fp32")
+    assert len(blocks) == 100 and all(layer.ops == ["Conv2D", "BiasAdd", "Relu"] for layer in blocks)
+    assert counted > 120
+    batch = engine_layers(graphs[0], {"input:0": [4, 16, 16, 3]}, "fp16")
+    assert _layers_json(batch) == _layers_json(reference_engine_layers(graphs[0], {"input:0": [4, 16, 16, 3]}, "fp16"))
