@@ -73,11 +73,20 @@ def test_overhead_is_fitted_only_on_the_figures_that_hold_one():
 
 def test_leave_one_out_leaves_out_the_model_family_from_every_source(monkeypatch):
     """resnet50 from one source and resnet50_c3 (family resnet50) from another: judging one, neither is fitted."""
-    import pipeline.estimate.fit as fitmod
-
     points = _points()
     points.append(Point(model="m0_c3", board="b2", precision="fp16", batch=1, ms=points[0].ms, layers=_model(0),
                         family="m0"))
+    fitted = _models_fitted(monkeypatch)
+    rows = leave_one_out(points, lambda board: FACTS)
+    assert [r["model"] for r in rows] == ["m0", "m1", "m2", "m3", "m4", "m0_c3"]
+    assert "m0_c3" not in fitted[0] and "m0" not in fitted[5]
+    assert "m0_c3" in fitted[1] and "m0" in fitted[1]
+
+
+def _models_fitted(monkeypatch):
+    """A list that gets, per call of pipeline.estimate.fit.fit, the set of models it was fitted on."""
+    import pipeline.estimate.fit as fitmod
+
     fitted = []
     real = fitmod.fit
 
@@ -86,10 +95,7 @@ def test_leave_one_out_leaves_out_the_model_family_from_every_source(monkeypatch
         return real(rest, facts_of, *args, **kwargs)
 
     monkeypatch.setattr(fitmod, "fit", spy)
-    rows = leave_one_out(points, lambda board: FACTS)
-    assert [r["model"] for r in rows] == ["m0", "m1", "m2", "m3", "m4", "m0_c3"]
-    assert "m0_c3" not in fitted[0] and "m0" not in fitted[5]
-    assert "m0_c3" in fitted[1] and "m0" in fitted[1]
+    return fitted
 
 
 def test_fit_recovers_k_half_from_models_of_short_and_long_reductions():
@@ -112,20 +118,11 @@ def test_foreign_setups_widen_the_range_and_never_enter_the_fit(monkeypatch):
     """Figures of another setup (TF-TRT with its session run, another JetPack or power mode) are estimated by the fit
     without their model family, engine only; their errors join the leave-one-out errors in the range's width, so a
     source whose models agree with each other cannot give a range narrower than the setups disagree."""
-    import pipeline.estimate.fit as fitmod
-
     points = _points()
     factors = (1.0, 1.1, 1.6, 2.0, 1.3)  # how much slower each model is in the other setup
     foreign = [Point(model="m%d_other" % i, board="b", precision="fp16", batch=1, layers=_model(i), overhead=True,
                      family="m%d" % i, ms=predict_ms(points[i], FACTS, TRUE) * f) for i, f in enumerate(factors)]
-    fitted = []
-    real = fitmod.fit
-
-    def spy(rest, facts_of, *args, **kwargs):
-        fitted.append({p.model for p in rest})
-        return real(rest, facts_of, *args, **kwargs)
-
-    monkeypatch.setattr(fitmod, "fit", spy)
+    fitted = _models_fitted(monkeypatch)
     far = foreign_rows(points, foreign, lambda board: FACTS)
     assert [r["model"] for r in far] == [p.model for p in foreign]
     assert all(("m%d" % i) not in models and not any(m.endswith("_other") for m in models)
