@@ -118,30 +118,25 @@ def predict_ms(point, facts, params, overhead=True):
 def leave_one_out(points, facts_of, overhead=True):
     """One row per point: fitted on the other models (of every board), the error on this one. The point's
     model family is out of the fit on every board (resnet50 from one source and resnet50_c3 from another)."""
-    rows = []
-    for point in points:
-        rest = [p for p in points if _family(p) != _family(point)]
-        if not rest:
-            continue
-        params = fit(rest, facts_of, overhead=overhead)
-        estimate = predict_ms(point, facts_of(point.board), params)
-        rows.append({"model": point.model, "board": point.board, "precision": point.precision, "batch": point.batch,
-                     "measured_ms": point.ms, "estimate_ms": round(estimate, 3),
-                     "error": round(estimate / point.ms - 1, 4), "source": point.source})
-    return rows
+    return _held_out_rows(points, points, facts_of, overhead, engine_only=False)
 
 
 def foreign_rows(fitted, foreign, facts_of, overhead=True):
     """One row per ``foreign`` point (a published figure of a setup the fit does not use): fitted on ``fitted``
     without the point's model family, the error of the engine's estimate (no per-call overhead: what the foreign
     setup adds besides the engine is part of the disagreement this row measures)."""
+    return _held_out_rows(foreign, fitted, facts_of, overhead, engine_only=True)
+
+
+def _held_out_rows(judged, fitted, facts_of, overhead, engine_only):
+    """A row per point of ``judged``: the fit on ``fitted`` without its model family, its estimate and error."""
     rows = []
-    for point in foreign:
+    for point in judged:
         rest = [p for p in fitted if _family(p) != _family(point)]
         if not rest:
             continue
         params = fit(rest, facts_of, overhead=overhead)
-        estimate = predict_ms(point, facts_of(point.board), params, overhead=False)
+        estimate = predict_ms(point, facts_of(point.board), params, overhead=not engine_only)
         rows.append({"model": point.model, "board": point.board, "precision": point.precision, "batch": point.batch,
                      "measured_ms": point.ms, "estimate_ms": round(estimate, 3),
                      "error": round(estimate / point.ms - 1, 4), "source": point.source})
