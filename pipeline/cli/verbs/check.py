@@ -106,20 +106,14 @@ def _add_estimate(args, report, model, answers, progress):
     if args.estimate is False:
         return
     import os
-    import time
 
     from pipeline.estimate.summary import cached_check_estimate
 
     nodes = report.model.get("nodes")
-    if isinstance(nodes, int) and nodes > GATE_NODES // 2 and (args.estimate or nodes <= GATE_NODES):
-        progress.log("{}: estimating the engine's latency ({:,} nodes; --no-estimate skips it) ...".format(model, nodes))
-    start = time.perf_counter()
     cached = getattr(report, "cached", None)  # answered from the check cache: its entry is named by the answer's key
     key = os.path.splitext(os.path.basename(cached["file"]))[0] if cached and cached.get("file") else None
-    report.estimate = cached_check_estimate(answers, model, args.target, args.signature, nodes, args.estimate, key)
-    seconds = time.perf_counter() - start
-    if seconds >= 1.0:
-        progress.log("{}: the estimate took {:.1f} s (--no-estimate skips it)".format(model, seconds))
+    with progress.step("{}: estimating the engine's latency (--no-estimate skips it)".format(model)):
+        report.estimate = cached_check_estimate(answers, model, args.target, args.signature, nodes, args.estimate, key)
 
 
 def _single_output(args, report):
