@@ -72,9 +72,9 @@ def estimate_model(path, targets, precision="fp16", batches=(1,), input_shapes=N
     from pipeline.files import gc_paused
 
     graph, layers = layers_of(path, input_shapes, precision, signature)
-    from pipeline.graph.frames import ANY_LOOP_OPS
+    from pipeline.graph.frames import loop_ops
 
-    loops = sorted({node.op for node in graph.nodes.values() if node.op in ANY_LOOP_OPS})
+    loops = loop_ops(graph)
     if loops:
         raise DeployError("{}: the graph has a loop ({}): its body runs a number of times the engine model cannot count "
                           "offline; estimate an unrolled model (Keras: LSTM(unroll=True) with a fixed sequence length) "

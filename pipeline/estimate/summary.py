@@ -85,9 +85,9 @@ def _estimate(path, target_name, signature, nodes, mode):
         return {"made": False, "reason": "none for {}: its target file has no estimate facts".format(target.name)}
     precision = "fp16" if "fp16" in target.precisions else "fp32"
     graph = read_model(path, signature)
-    from pipeline.graph.frames import ANY_LOOP_OPS  # a loop's body runs a number of times no offline count knows
+    from pipeline.graph.frames import loop_ops  # a loop's body runs a number of times no offline count knows
 
-    loops = sorted({node.op for node in graph.nodes.values() if node.op in ANY_LOOP_OPS})
+    loops = loop_ops(graph)
     if loops:
         return {"made": False, "reason": "the graph has a loop ({}): its iterations cannot be counted offline"
                 .format(", ".join(loops))}
@@ -139,18 +139,11 @@ def cached_check_estimate(answers, path, target, signature=None, nodes=None, mod
 
 
 def _store(where, entry):
-    import tempfile
+    from pipeline.files import write_json
 
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
-        fd, part = tempfile.mkstemp(dir=str(where.parent), prefix=".part-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(entry, handle)
-            os.replace(part, str(where))
-        except BaseException:
-            os.unlink(part)
-            raise
+        write_json(where, entry)
     except OSError:
         pass  # a read-only cache: the estimate is made again next time
 

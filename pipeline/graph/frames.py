@@ -21,6 +21,11 @@ LOOP_OPS = ("Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIte
 # number of times no offline count knows: the latency estimate refuses it rather than count it once or never)
 ANY_LOOP_OPS = ("Enter", "RefEnter", "NextIteration", "RefNextIteration", "LoopCond", "While", "StatelessWhile",
                 "Loop", "Scan")  # the ops that make a loop (an Exit only ends one)
+
+
+def loop_ops(graph):
+    """The sorted op types of ``graph`` (a pipeline.graph view, any format) that make a loop (ANY_LOOP_OPS)."""
+    return sorted({node.op for node in graph.nodes.values() if node.op in ANY_LOOP_OPS})
 # what rewrite remove_identity bypasses (one data input; Print: its first, the others are only printed)
 # and removes (control edges only: PrintV2, tf.print's op, has no output)
 PASS_THROUGH = ("Identity", "CheckNumerics", "CheckNumericsV2", "StopGradient", "PreventGradient", "Snapshot")
