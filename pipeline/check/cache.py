@@ -16,6 +16,11 @@ answer (an edited checker is a new checker). A different byte, target, opset tab
 An entry is validated when read (its schema, its key, every field of the report rebuilt as the
 report's own dataclasses): anything else is a miss, never a crash. Answers that depend on the
 moment (a conversion that timed out or whose worker died) are never stored.
+
+The folder stays bounded: a hit touches its entry, and at most once a day a store removes the entries (answers
+and the latency estimates kept beside them in ``estimate/``) that nothing read or wrote for
+``$DEPLOY_CHECK_CACHE_DAYS`` days (default 30; ``0`` keeps everything), and temporary files a killed
+check left behind.
 """
 
 import hashlib
@@ -27,6 +32,9 @@ from pathlib import Path
 SCHEMA = "deploy.check-cache/1"
 DIR_ENV = "DEPLOY_CHECK_CACHE_DIR"
 OFF_ENV = "DEPLOY_CHECK_CACHE"
+DAYS_ENV = "DEPLOY_CHECK_CACHE_DAYS"
+KEEP_DAYS = 30.0
+_PRUNED = ".pruned"  # its mtime: when the folder was last pruned
 _PACKAGES = ("tensorflow", "tensorflow-cpu", "tf2onnx", "onnx", "keras", "protobuf")
 
 
@@ -80,6 +88,7 @@ class AnswerCache:
             report.cached = {"stored": entry["stored"], "file": str(self.folder / (key + ".json"))}
         except Exception:  # noqa: BLE001 - a missing, truncated, foreign or old entry is a miss
             return None
+        touch(self.folder / (key + ".json"))
         report.model["path"] = str(path)
         return report
 
@@ -107,7 +116,72 @@ class AnswerCache:
                 raise
         except (OSError, TypeError, ValueError):
             return False
+        prune(self.folder)
         return True
+
+
+def touch(path):
+    """Mark an entry as used now (a hit), so pruning keeps it; quietly nothing on a read-only cache."""
+    try:
+        os.utime(str(path))
+    except OSError:
+        pass
+
+
+def keep_days():
+    """How many days an unused entry is kept (``$DEPLOY_CHECK_CACHE_DAYS``; 0: for ever)."""
+    text = os.environ.get(DAYS_ENV, "").strip()
+    if not text:
+        return KEEP_DAYS
+    try:
+        days = float(text)
+        if days < 0 or days != days:
+            raise ValueError
+    except ValueError:
+        sys.stderr.write("deploy: {}={!r} is not a number of days (0 or more); keeping unused check-cache entries "
+                         "{:g} days\n".format(DAYS_ENV, text, KEEP_DAYS))
+        return KEEP_DAYS
+    return days
+
+
+def prune(folder, now=None, every=86400.0):
+    """Remove the entries of ``folder`` (and its ``estimate/``) unused for keep_days(), and ``.part-`` files older
+    than an hour (a check killed while storing); at most once per ``every`` seconds (the ``.pruned`` marker).
+    Returns the number of files removed. Never raises: a cache that cannot be pruned is still a cache."""
+    import time
+
+    now = time.time() if now is None else now
+    folder = Path(folder)
+    days = keep_days()
+    marker = folder / _PRUNED
+    try:
+        if days == 0 or now - marker.stat().st_mtime < every:
+            return 0
+    except OSError:
+        pass  # never pruned: prune now
+    removed = 0
+    for sub in (folder, folder / "estimate"):
+        try:
+            names = os.listdir(str(sub))
+        except OSError:
+            continue
+        for name in names:
+            limit = 3600.0 if name.startswith(".part-") else days * 86400.0
+            if not name.endswith(".json"):
+                continue
+            path = sub / name
+            try:
+                if now - path.stat().st_mtime > limit:
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                pass  # gone already (another check pruning) or not ours to remove
+    try:
+        marker.touch()
+        os.utime(str(marker), (now, now))
+    except OSError:
+        pass
+    return removed
 
 
 def storable(report):

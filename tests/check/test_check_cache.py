@@ -123,3 +123,60 @@ def _tiny_onnx(path):
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])],
                               "tiny", [x], [y])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def _aged(path, days, now):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}")
+    import os
+
+    os.utime(str(path), (now - days * 86400, now - days * 86400))
+    return path
+
+
+def test_entries_unused_for_the_kept_days_are_pruned_at_most_once_a_day(tmp_path, monkeypatch):
+    monkeypatch.delenv(check_cache.DAYS_ENV, raising=False)
+    now = time.time()
+    old = _aged(tmp_path / "a.json", 31, now)
+    recent = _aged(tmp_path / "b.json", 28, now)
+    old_estimate = _aged(tmp_path / "estimate" / "c.json", 40, now)
+    recent_estimate = _aged(tmp_path / "estimate" / "d.json", 1, now)
+    stale_part = _aged(tmp_path / ".part-x.json", 0.1, now)  # 2.4 h: a check killed while storing
+    fresh_part = _aged(tmp_path / ".part-y.json", 0.01, now)  # 14 min: maybe being written right now
+    assert check_cache.prune(tmp_path, now=now) == 3
+    assert not old.exists() and not old_estimate.exists() and not stale_part.exists()
+    assert recent.exists() and recent_estimate.exists() and fresh_part.exists()
+    # within a day of the last pruning nothing is scanned, even an entry that has aged out since
+    again = _aged(tmp_path / "e.json", 60, now)
+    assert check_cache.prune(tmp_path, now=now + 3600) == 0 and again.exists()
+    assert check_cache.prune(tmp_path, now=now + 86400 + 1) == 2  # a day on: that entry and the part file, now old
+    assert not again.exists() and not fresh_part.exists() and recent.exists() and recent_estimate.exists()
+
+
+def test_the_kept_days_come_from_the_environment(tmp_path, monkeypatch, capsys):
+    now = time.time()
+    entry = _aged(tmp_path / "a.json", 3, now)
+    monkeypatch.setenv(check_cache.DAYS_ENV, "0")  # 0: keep everything
+    assert check_cache.prune(tmp_path, now=now) == 0 and entry.exists()
+    monkeypatch.setenv(check_cache.DAYS_ENV, "2")
+    assert check_cache.prune(tmp_path, now=now) == 1 and not entry.exists()
+    monkeypatch.setenv(check_cache.DAYS_ENV, "a month")
+    assert check_cache.keep_days() == check_cache.KEEP_DAYS
+    assert "DEPLOY_CHECK_CACHE_DAYS='a month' is not a number of days" in capsys.readouterr().err
+
+
+def test_a_hit_keeps_its_entry_from_being_pruned(tmp_path, cache_dir):
+    """A stored answer read back 40 days later is touched by the hit, so the next pruning keeps it."""
+    from pipeline.check.findings import CheckReport
+
+    model = tmp_path / "m.pb"
+    model.write_bytes(b"not really a graph, but bytes to key on")
+    answers = check_cache.AnswerCache(cache_dir, {"k": 1})
+    report = CheckReport(routes=[], findings=[], model={"path": str(model)}, target={"name": "t"})
+    assert answers.put(model, report)
+    entry = cache_dir / (answers.key(model) + ".json")
+    import os
+
+    os.utime(str(entry), (time.time() - 40 * 86400,) * 2)
+    assert answers.get(model) is not None
+    assert check_cache.prune(cache_dir, now=time.time() + 2 * 86400) == 0 and entry.exists()
