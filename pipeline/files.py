@@ -1,7 +1,8 @@
 """Small shared helpers: content hashes of files and directories, atomic writes, the paused garbage
-collector, a child that dies with its parent."""
+collector, a child that dies with its parent, the installed packages' versions read from their folders."""
 
 import contextlib
+import functools
 import gc
 import hashlib
 import json
@@ -13,6 +14,34 @@ from pathlib import Path
 from pipeline.errors import DeployError
 
 _CHUNK = 1 << 20
+
+
+@functools.lru_cache(maxsize=None)
+def installed_versions():
+    """{distribution name as distribution_name() spells it: version} from the ``NAME-VERSION.dist-info`` /
+    ``.egg-info`` folders on sys.path (the first on sys.path wins, as for imports): importlib.metadata's answer
+    without importing it and the email parser it reads METADATA with (45 ms; a third of a check-cache hit on a
+    loaded machine). Read once per process (``installed_versions.cache_clear()`` after an install)."""
+    import sys
+
+    found = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for folder in names:
+            if folder.endswith((".dist-info", ".egg-info")) and "-" in folder:
+                name, _, rest = folder.rpartition(".")[0].partition("-")
+                found.setdefault(distribution_name(name), rest.split("-")[0])
+    return found
+
+
+def distribution_name(name):
+    """A distribution's name normalised (PEP 503, with "_"): ``tensorflow-cpu`` and ``TensorFlow_CPU`` alike."""
+    import re
+
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def sha256_file(path):

@@ -257,41 +257,13 @@ def _target_files(target):
 
 
 def _versions():
-    """{package: version or None} of deploy and _PACKAGES. Read from the installed ``NAME-VERSION.dist-info``
-    folders' names (a directory listing per sys.path entry): importlib.metadata's answer, without
-    importing it and the email parser it reads METADATA with (a third of a cache hit's time on a loaded
-    machine). A package installed as an .egg-info / .egg is asked of importlib.metadata."""
+    """{package: version or None} of deploy and _PACKAGES, from the installed packages' folder names
+    (pipeline.files.installed_versions: no importlib.metadata on a cache hit)."""
     from pipeline import __version__
+    from pipeline.files import distribution_name, installed_versions
 
-    wanted = {_normalise(name): name for name in _PACKAGES}
-    found, eggs = {"deploy": __version__}, set()
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for folder in names:
-            if folder.endswith(".dist-info") and "-" in folder:
-                name, _, version = folder[: -len(".dist-info")].partition("-")
-                package = wanted.get(_normalise(name))
-                if package is not None and package not in found:  # the first on sys.path, as import finds it
-                    found[package] = version
-            elif folder.endswith((".egg-info", ".egg")):
-                eggs.add(wanted.get(_normalise(folder.partition("-")[0].rsplit(".", 1)[0])))
-    for name in _PACKAGES:
-        if name not in found and name in eggs:  # an older layout: importlib.metadata reads it
-            from importlib import metadata
-
-            try:
-                found[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                pass
-    return {name: found.get(name) for name in ("deploy",) + _PACKAGES}
-
-
-def _normalise(name):
-    """A distribution name as a dist-info folder spells it (PEP 503, then "-" as "_")."""
-    return name.lower().replace("-", "_").replace(".", "_")
+    installed = installed_versions()
+    return dict({"deploy": __version__}, **{name: installed.get(distribution_name(name)) for name in _PACKAGES})
 
 
 _CODE = ("__init__.py", "check", "convert", "graph", "rewrite", "targets", "tf")  # what makes an answer

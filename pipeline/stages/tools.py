@@ -5,9 +5,9 @@
 """
 
 import functools
-import os
 import platform
-import re
+
+from pipeline import files
 
 TOOLS = ("tensorflow-cpu", "tensorflow", "keras", "tf2onnx", "onnx", "onnxruntime", "numpy")  # in every manifest
 DISTRIBUTIONS = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-aarch64")}  # a stage's tool -> packages
@@ -35,30 +35,11 @@ def _tool_versions(names):
 
 def installed_versions():
     """{normalized distribution name: version} of what is installed (read once per process)."""
-    return _read_installed()
-
-
-@functools.lru_cache(maxsize=None)
-def _read_installed():
-    """{normalized distribution name: version} from the *.dist-info / *.egg-info folders on
-    sys.path: what importlib.metadata reads, without its import (45 ms, a cached run's budget)."""
-    import sys
-
-    found = {}
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for folder in names:
-            if folder.endswith((".dist-info", ".egg-info")) and "-" in folder:
-                name, _, rest = folder.rpartition(".")[0].partition("-")
-                found.setdefault(_normal(name), rest.split("-")[0])  # the first on sys.path wins, as for imports
-    return found
+    return files.installed_versions()
 
 
 def _normal(name):
-    return re.sub(r"[-_.]+", "_", name).lower()
+    return files.distribution_name(name)
 
 
 def _deploy_version():
@@ -70,4 +51,4 @@ def _deploy_version():
 def clear_cache():
     """Forget what was read (tests; a long-lived process after pip install)."""
     _tool_versions.cache_clear()
-    _read_installed.cache_clear()
+    files.installed_versions.cache_clear()
