@@ -40,12 +40,17 @@ QUIET = ("--disable-background-networking", "--disable-component-update", "--dis
 
 
 @pytest.fixture(scope="module")
-def chromium():
+def chromium(tmp_path_factory, sink):
+    """One headless Chromium for the module (its start is most of a visit's time); each visit opens its page in
+    a browser context of its own (Target.createBrowserContext: its own cookies, cache and storage, as a fresh
+    profile has) and closes it after."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs Debian's chromium)")
         pytest.skip("chromium is not installed: apt-get install chromium")
-    return CHROMIUM
+    browser = Browser(CHROMIUM, tmp_path_factory.mktemp("chromium"), sink)
+    yield browser
+    browser.close()
 
 
 class Sink(http.server.BaseHTTPRequestHandler):
@@ -61,11 +66,26 @@ class Sink(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def proxy():
+def _serve_sink():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def sink():
+    """The browser's own proxy: what it sends outside a page's context goes here, never to the network."""
+    server = _serve_sink()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def proxy():
+    """The proxy of the test's browser contexts (Target.createBrowserContext's proxyServer)."""
+    server = _serve_sink()
     yield server
     server.shutdown()
     server.server_close()
@@ -106,9 +126,10 @@ class DevTools:
                 return reply.get("result", {})
             self.events.append(reply)
 
-    def wait_for(self, method, timeout=60):
+    def wait_for(self, method, session=None, timeout=60):
         deadline = time.monotonic() + timeout
-        while not any(e.get("method") == method for e in self.events):
+        while not any(e.get("method") == method and (session is None or e.get("sessionId") == session)
+                      for e in self.events):
             self.events.append(self._read(deadline))
 
     def settle(self, seconds):
@@ -126,33 +147,57 @@ class Visit:
         self.console, self.requests, self.values = console, requests, list(values)
 
 
+class Browser:
+    """Headless Chromium driven over its DevTools pipe, its own traffic sent to ``proxy`` (a sink)."""
+
+    def __init__(self, path, workdir, proxy):
+        to_browser_r, to_browser_w = os.pipe()
+        from_browser_r, from_browser_w = os.pipe()
+        argv = [path, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run", *QUIET,
+                "--user-data-dir={}".format(workdir / "profile"), "--remote-debugging-pipe",
+                "--proxy-server=http://127.0.0.1:{}".format(proxy.server_address[1]), "--proxy-bypass-list=<-loopback>",
+                "about:blank"]
+
+        def fds():  # the browser reads commands on fd 3 and writes answers on fd 4 (dup2'd fds are inherited;
+            os.dup2(to_browser_r, 3)  # close_fds would close them after this runs, and Python's own fds are
+            os.dup2(from_browser_w, 4)  # close-on-exec anyway)
+
+        log = open(workdir / "chromium.log", "wb")  # its chatter, for a failing test's reader
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=fds,
+                                        close_fds=False)
+        log.close()
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self.to_browser, self.from_browser = to_browser_w, from_browser_r
+        self.tools = DevTools(to_browser_w, from_browser_r)
+
+    def close(self):
+        try:
+            self.tools.call("Browser.close")
+        finally:
+            os.close(self.to_browser)
+            os.close(self.from_browser)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
 def visit(chromium, page, png, proxy, size=(1200, 5200), evaluate=()):
-    """Open ``page`` (a file) in headless Chromium and save a screenshot to ``png``; returns the
-    console messages and the requests the page itself sent (the document's own load excluded), and the
-    value of each JavaScript expression in ``evaluate`` (DevTools Runtime.evaluate, run by the test
-    after the load: the page itself has no script and its CSP allows none)."""
+    """Open ``page`` (a file) in the module's headless Chromium, in a new browser context whose requests go to
+    ``proxy``, and save a screenshot to ``png``; returns the console messages and the requests the page itself
+    sent (the document's own load excluded), and the value of each JavaScript expression in ``evaluate``
+    (DevTools Runtime.evaluate, run by the test after the load: the page itself has no script and its CSP
+    allows none)."""
     import base64
 
-    to_browser_r, to_browser_w = os.pipe()
-    from_browser_r, from_browser_w = os.pipe()
-    argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run", *QUIET,
-            "--user-data-dir={}".format(png.parent / (png.stem + "-profile")), "--remote-debugging-pipe",
-            "--proxy-server=http://127.0.0.1:{}".format(proxy.server_address[1]), "--proxy-bypass-list=<-loopback>",
-            "about:blank"]
-
-    def fds():  # the browser reads commands on fd 3 and writes answers on fd 4 (dup2'd fds are inherited;
-        os.dup2(to_browser_r, 3)  # close_fds would close them after this runs, and Python's own fds are
-        os.dup2(from_browser_w, 4)  # close-on-exec anyway)
-
-    log = open(png.parent / (png.stem + "-chromium.log"), "wb")  # its chatter, for a failing test's reader
-    browser = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=fds, close_fds=False)
-    log.close()
-    os.close(to_browser_r)
-    os.close(from_browser_w)
-    tools = DevTools(to_browser_w, from_browser_r)
+    tools = chromium.tools
     url = page.resolve().as_uri()
+    context = tools.call("Target.createBrowserContext", proxyServer="http://127.0.0.1:{}".format(proxy.server_address[1]),
+                         proxyBypassList="<-loopback>")["browserContextId"]
     try:
-        target = tools.call("Target.createTarget", url="about:blank")["targetId"]
+        target = tools.call("Target.createTarget", url="about:blank", browserContextId=context)["targetId"]
         session = tools.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Network", "Runtime", "Log", "Page"):
             tools.call(domain + ".enable", session)
@@ -160,21 +205,15 @@ def visit(chromium, page, png, proxy, size=(1200, 5200), evaluate=()):
                    deviceScaleFactor=1, mobile=False)
         tools.events = []  # what about:blank did is not the page's
         tools.call("Page.navigate", session, url=url)
-        tools.wait_for("Page.loadEventFired")
+        tools.wait_for("Page.loadEventFired", session)
         tools.settle(0.5)
         shot = tools.call("Page.captureScreenshot", session, format="png")
         png.write_bytes(base64.b64decode(shot["data"]))
         values = [tools.call("Runtime.evaluate", session, expression=e, returnByValue=True).get("result", {}).get("value")
                   for e in evaluate]
-        tools.call("Browser.close")
+        tools.call("Target.closeTarget", targetId=target)
     finally:
-        os.close(to_browser_w)
-        os.close(from_browser_r)
-        try:
-            browser.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            browser.kill()
-            browser.wait()
+        tools.call("Target.disposeBrowserContext", browserContextId=context)
     mine = [e for e in tools.events if e.get("sessionId") == session]
     requests = [e["params"]["request"]["url"] for e in mine if e.get("method") == "Network.requestWillBeSent"
                 and e["params"]["request"]["url"] != url]
