@@ -104,25 +104,14 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
     else:
         def key(t):
             return t
-    # each node's inputs' keys and its output's key, worked out once (a 200,000-node graph asks several times)
-    if graph.kind == "tensorflow":  # key() inlined
-        links = [[t if ":" not in t and "^" not in t else tensor_key(graph, t) for t in node.inputs if t]
-                 for node in order]
-    else:
-        links = [[t for t in node.inputs if t] for node in order]
-    outs = [key(node.outputs[0]) if node.outputs else node.name for node in order] if onnx else \
-        [node.name for node in order]
-    constant = _constants(graph, order, links, outs, key)
-    users = {}  # tensor key -> number of consuming nodes
-    for keys in links:
-        for k in (keys if len(keys) < 2 else set(keys)):
-            users[k] = users.get(k, 0) + 1
+    links, outs, constant, users = _links(graph, order, key)
     for t in _outputs(graph, key):
         users[t] = users.get(t, 0) + 1  # a graph output is read by the caller
     layer_of = {}  # tensor key -> the open Layer whose output it is
     layers = []
     of, dims = shapes.of, shapes.dims  # of(t) is dims.get(t's key) for a non-empty t
     kinds = {}  # op -> _kind(op)
+    anchors_or_pointwise = frozenset(ANCHORS + ("pointwise",))
     for node, keys, out in zip(order, links, outs):
         plain = onnx or (":" not in out and "^" not in out)  # out is its own key
         if (out if plain else key(out)) in constant:
@@ -142,11 +131,19 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
             else:
                 data.append(t)
                 data_keys.append(k)
-        out_n = _count(dims.get(out) if out and plain else of(out))
+        out_dims = dims.get(out) if out and plain else of(out)
+        out_n = None if out_dims is None else prod(out_dims)  # _count inlined
         kind = kinds.get(op)
         if kind is None:
             kind = kinds[op] = _kind(op)
-        target = _fuse_into(node, kind, data, data_keys, layer_of, users) if kind == "pointwise" and data else None
+        if kind != "pointwise" or not data:
+            target = None
+        elif len(data) == 1:  # _fuse_into's answer for one activation input, without the call
+            target = layer_of.get(data_keys[0])
+            if target is not None and (users.get(data_keys[0]) != 1 or target.kind not in anchors_or_pointwise):
+                target = None
+        else:
+            target = _fuse_into(node, kind, data, data_keys, layer_of, users)
         if target is not None:
             target.ops.append(op)
             if out_n is None:
@@ -154,13 +151,15 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
             else:
                 target.flops += out_n * _PER_ELEMENT.get(op, 1)
                 target.writes = out_n
-            residual = [k for k in data_keys if layer_of.get(k) is not target]
-            for k in residual:
-                n = _count(dims.get(k))
-                target.reads += n or 0
-            if residual and target.kind in ANCHORS:
-                target.ops[-1] = op + " (residual)"
-            target.weights += sum(_count(dims.get(k)) or 0 for k in const_keys if op not in ("Reshape",))
+            if len(data_keys) > 1:  # one input is the target's own output: no residual
+                residual = [k for k in data_keys if layer_of.get(k) is not target]
+                for k in residual:
+                    n = _count(dims.get(k))
+                    target.reads += n or 0
+                if residual and target.kind in ANCHORS:
+                    target.ops[-1] = op + " (residual)"
+            if const_keys and op != "Reshape":  # += 0 of no constant left out: the same number, the same type
+                target.weights += sum([_count(dims.get(k)) or 0 for k in const_keys])
             layer_of[out] = target
             continue
         layer = Layer(name=node.name, kind=kind, ops=[op])
@@ -171,6 +170,40 @@ def engine_layers(graph, input_shapes=None, precision="fp16"):
         layers[:0] = [_reformat(graph, t, shapes, precision, "input") for t in graph.inputs]
         layers.extend(_reformat(graph, t, shapes, precision, "output") for t in graph.outputs)
     return layers
+
+
+def _links(graph, order, key):
+    """In one pass over ``order`` (producers first): each node's non-empty inputs' keys and its output's key (a
+    200,000-node graph asks for them several times); the keys of the constant tensors: Const nodes, ONNX
+    initializers, and any op all of whose inputs are constants (the frozen batch norm's ``rsqrt(var + eps) *
+    gamma``: TensorRT folds it at build time); and {tensor key: number of consuming nodes}."""
+    links, outs, users = [], [], {}
+    constant = set(graph.initializers or {})
+    tensorflow, onnx = graph.kind == "tensorflow", graph.kind == "onnx"
+    append_keys, append_out, add_constant, count = links.append, outs.append, constant.add, users.get
+    for node in order:
+        inputs = node.inputs
+        if tensorflow:  # key() inlined
+            keys = [t if ":" not in t and "^" not in t else tensor_key(graph, t) for t in inputs if t]
+        else:
+            keys = [t for t in inputs if t]
+        out = (key(node.outputs[0]) if node.outputs else node.name) if onnx else node.name
+        append_keys(keys)
+        append_out(out)
+        op = node.op
+        if op in _WEIGHTS:  # weights, frozen or in variables
+            add_constant(out)
+        elif keys and op not in _INPUTS and len(keys) == len(inputs) and not node.control_inputs:
+            for k in keys:
+                if k not in constant:
+                    break
+            else:
+                add_constant(out)
+                for extra in node.outputs[1:]:
+                    add_constant(key(extra))
+        for k in (keys if len(keys) < 2 else set(keys)):
+            users[k] = count(k, 0) + 1
+    return links, outs, constant, users
 
 
 _NO_LAYER = FREE | CONCAT
@@ -274,26 +307,8 @@ def _measure(layer, node, shapes, data, consts, out_n):
     # reformat and other: bytes only
 
 
-def _constants(graph, order, links, outs, key):
-    """The keys of the constant tensors: Const nodes, ONNX initializers, and any op all of whose inputs are
-    constants (the frozen batch norm's ``rsqrt(var + eps) * gamma``: TensorRT folds it at build time).
-    ``links``, ``outs``: each node's non-empty inputs' keys and its output's key, in ``order``."""
-    constant = set(graph.initializers or {})
-    weights = ("Const", "Constant", "VarHandleOp", "VariableV2")
-    inputs_of = ("Placeholder", "PlaceholderWithDefault")
-    for node, keys, out in zip(order, links, outs):
-        op = node.op
-        if op in weights:  # weights, frozen or in variables
-            constant.add(out)
-        elif keys and op not in inputs_of and len(keys) == len(node.inputs) and not node.control_inputs:
-            for k in keys:
-                if k not in constant:
-                    break
-            else:
-                constant.add(out)
-                for extra in node.outputs[1:]:
-                    constant.add(key(extra))
-    return constant
+_WEIGHTS = frozenset(["Const", "Constant", "VarHandleOp", "VariableV2"])
+_INPUTS = frozenset(["Placeholder", "PlaceholderWithDefault"])
 
 
 def _outputs(graph, key):
