@@ -276,6 +276,11 @@ def farm(tmp_path):
     """night(board, day, medians, ...) runs one board's gate steps for one night in that board's checkout,
     with the real `deploy` (this repository) as the checkout's .venv/bin/deploy. The nightly home has a blank
     in its path (the history's pruning must not split on it)."""
+    return make_farm(tmp_path)
+
+
+def make_farm(tmp_path):
+    """The farm fixture's night(), its checkouts, nightly home and job summaries under ``tmp_path``."""
     home = tmp_path / "nightly home"
     summaries = {}
 
@@ -328,15 +333,48 @@ def history(home, board):
     return sorted(p.name for p in (home / board / "history").iterdir())
 
 
+GREEN_BOARDS = ("jetson_tx2", "agx_orin")  # one over ssh, one on the board
+
+
+@pytest.fixture(scope="module")
+def green_nights(tmp_path_factory):
+    """Nights 1-4 of jetson_tx2, then of agx_orin, as usual (the farm's default medians), their gate steps run
+    for real once for the module: what test_each_board_builds_its_own_reference... and both
+    test_one_slow_night_is_a_warning... begin with. Returns the farm's folder (each test continues in a copy,
+    farm_after_green) and, a board, its Night objects with each board's history and baseline as they were
+    right after its first night."""
+    from types import SimpleNamespace
+
+    root = tmp_path_factory.mktemp("green nights")
+    night = make_farm(root)
+    seen = {}
+    for board in GREEN_BOARDS:
+        first = night(board, 1)
+        after_first = SimpleNamespace(history=history(night.home, board),
+                                      baseline=(night.home / board / "baseline" / "run.json").exists())
+        seen[board] = SimpleNamespace(first=first, after_first=after_first, nights=[first] + [night(board, d) for d in (2, 3, 4)])
+    return root, seen
+
+
+@pytest.fixture
+def farm_after_green(tmp_path, green_nights):
+    """The farm, continuing in a copy of green_nights' folder (both boards after night 4); .seen: those nights."""
+    root, seen = green_nights
+    shutil.copytree(str(root), str(tmp_path), symlinks=True, dirs_exist_ok=True)
+    night = make_farm(tmp_path)
+    night.seen = seen
+    return night
+
+
 @pytest.mark.slow
-def test_each_board_builds_its_own_reference_and_a_slow_night_fails_the_gate(farm):
-    for board in ("jetson_tx2", "agx_orin"):  # one over ssh, one on the board: the same gate steps
-        first = farm(board, 1)
+def test_each_board_builds_its_own_reference_and_a_slow_night_fails_the_gate(farm_after_green):
+    farm = farm_after_green  # nights 1-4 of each board: green_nights'
+    for board in GREEN_BOARDS:  # one over ssh, one on the board: the same gate steps
+        first = farm.seen[board].first
         assert first.failed == [] and first.steps["compare"]["outputs"] == {"code": "none", "baseline": "none"}
-        assert (farm.home / board / "baseline" / "run.json").exists()
-        assert history(farm.home, board) == []  # the baseline counts as one night: not also in the history
-        for day in (2, 3, 4):
-            n = farm(board, day)
+        assert farm.seen[board].after_first.baseline
+        assert farm.seen[board].after_first.history == []  # the baseline counts as one night: not also in the history
+        for n in farm.seen[board].nights[1:]:  # days 2, 3, 4
             assert n.failed == [] and n.steps["compare"]["outputs"]["code"] == "0", n.logs
             assert n.steps["keep"]["outputs"]["ran_ok"] == "true"
         assert len(history(farm.home, board)) == 3
@@ -694,11 +732,13 @@ def test_docs_show_both_routes_with_ssh_the_default_for_jetpack_46():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("board", ["jetson_tx2", "agx_orin"])  # one over ssh, one on the board
-def test_one_slow_night_is_a_warning_and_two_are_red(farm, board):
+def test_one_slow_night_is_a_warning_and_two_are_red(farm_after_green, board):
     """Issue 28 item 1 through the workflow's own gate steps: +8 % on one night is suspect: the job stays
     green with a warning, the night is kept without FAILED; the same +8 % the next night is a regression: red,
     FAILED. Old: the first +8 % night was red at once."""
-    for day in range(1, 7):
+    farm = farm_after_green  # nights 1-4: green_nights'
+    assert [n.failed for n in farm.seen[board].nights] == [[], [], [], []]
+    for day in (5, 6):
         assert farm(board, day).failed == []
     first = farm(board, 7, {1: 4.32, 8: 21.6})
     assert first.failed == [] and first.steps["compare"]["outputs"]["code"] == "0", first.logs
