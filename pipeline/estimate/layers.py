@@ -184,7 +184,7 @@ def _links(graph, order, key):
     for node in order:
         inputs = node.inputs
         if tensorflow:  # key() inlined
-            keys = [t if ":" not in t and "^" not in t else tensor_key(graph, t) for t in inputs if t]
+            keys = [t if ":" not in t and "^" not in t else tensor_key(graph, t) for t in inputs if t] if inputs else []
         else:
             keys = [t for t in inputs if t]
         out = (key(node.outputs[0]) if node.outputs else node.name) if onnx else node.name
@@ -265,8 +265,8 @@ def _measure(layer, node, shapes, data, consts, out_n):
         return
     dims = shapes.dims
     layer.writes = out_n
-    layer.reads = sum(_count(dims.get(k)) or 0 for k in data)
-    layer.weights = sum(_count(dims.get(k)) or 0 for k in consts)
+    layer.reads = sum([_count(dims.get(k)) or 0 for k in data])
+    layer.weights = sum([_count(dims.get(k)) or 0 for k in consts])
     op, kind = node.op, layer.kind
     first = dims.get(data[0]) if data else None
     if kind in ("conv", "depthwise"):

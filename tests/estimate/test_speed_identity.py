@@ -4,16 +4,19 @@ before anything else, and the engine layers are built with the cyclic collector 
 200,000-node graph's objects were a tenth of the estimate). Each fast path is checked against the plain
 definition it replaces, on graphs read from protobuf bytes the way deploy reads a user's .pb. The layer loop
 (each node's input keys worked out once, shapes read by key) is compared, layer by layer and number by number,
-with the loop as it was (tests/estimate/layers_reference.py)."""
+with the loop as it was (tests/estimate/layers_reference.py). Since the third session: the shape pass's inline
+Const and same-shape cases are checked against _infer_tf node by node, conv/pool attributes are keyed by the
+NodeDef's attribute bytes (attr_bytes), and estimate_model keeps one GC pause from the reading to the report."""
 
 import gc
 import importlib.util
 import json
 from pathlib import Path
 
-from pipeline.estimate import layers_of
+from pipeline.estimate import estimate_model, layers_of
 from pipeline.estimate.layers import _order, engine_layers
-from pipeline.estimate.shapes import _WINDOW_KEYS, _window_attrs, node_attr, tensor_key, tensor_shapes
+from pipeline.estimate.shapes import (_ERRORS, _WINDOW_KEYS, SKIP, Shapes, _infer_tf, _window_attrs, attr_bytes,
+                                      const_shape, input_dims, node_attr, tensor_key, tensor_shapes)
 from pipeline.graph import read_model
 from tests.estimate.graphs import const, conv, conv_bias_relu, op, tf_graph
 from tests.estimate.layers_reference import reference_engine_layers
@@ -232,3 +235,99 @@ def test_the_layer_loop_gives_what_the_loop_before_it_gave(tmp_path):
     assert counted > 120
     batch = engine_layers(graphs[0], {"input:0": [4, 16, 16, 3]}, "fp16")
     assert _layers_json(batch) == _layers_json(reference_engine_layers(graphs[0], {"input:0": [4, 16, 16, 3]}, "fp16"))
+
+
+def _node_def(name, op, inputs=(), device="", **attrs):
+    from pipeline.graph.proto import message_class
+
+    node = message_class("NodeDef")(name=name, op=op, input=list(inputs), device=device)
+    for key, value in attrs.items():
+        if isinstance(value, str):
+            node.attr[key].s = value.encode()
+        elif isinstance(value, list):
+            node.attr[key].list.i.extend(value)
+        else:
+            node.attr[key].type = value
+    return node
+
+
+def test_attr_bytes_are_equal_exactly_when_the_attributes_are():
+    window = dict(T=1, strides=[1, 2, 2, 1], padding="SAME", data_format="NHWC")
+    base = attr_bytes(_node_def("conv", "Conv2D", ["x", "k"], **window))
+    long_name = "block/" * 40 + "conv"  # over 127 bytes: a two-byte length
+    same = [_node_def(long_name, "Conv2D", ["x:1", "^c", "k"] + ["y%d" % i for i in range(50)], **window),
+            _node_def("c2", "Conv2D", ["x"], device="/device:GPU:0", **dict(reversed(list(window.items()))))]
+    assert all(attr_bytes(node) == base for node in same)
+    other = [dict(window, padding="VALID"), dict(window, strides=[1, 1, 1, 1]), dict(window, T=19),
+             dict(window, dilations=[1, 2, 2, 1]), {k: v for k, v in window.items() if k != "data_format"}]
+    assert len({attr_bytes(_node_def("conv", "Conv2D", ["x", "k"], **attrs)) for attrs in other} | {base}) == 6
+    assert attr_bytes(_node_def("n", "NoOp")) == b""
+
+
+def test_the_shape_pass_gives_what_infer_tf_gives_node_by_node(tmp_path):
+    """The inline Const and same-shape cases against _infer_tf's own on every node; a pool with no attribute
+    at all (attr_bytes b"") after a scalar Const (serialized shape b""): their caches are not one."""
+    import numpy as np
+
+    from pipeline.graph.proto import message_class
+
+    g = message_class("GraphDef")()
+    x = g.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = 1
+    for d in (1, 8, 8, 4):
+        x.attr["shape"].shape.dim.add(size=d)
+    scalar = g.node.add(name="scalar", op="Const")
+    scalar.attr["value"].tensor.dtype = 3
+    scalar.attr["value"].tensor.tensor_content = np.array(2, "int32").tobytes()
+    g.node.add(name="pool", op="MaxPool", input=["x"])
+    g.node.add(name="not_a_tensor", op="Const").attr["value"].s = b"text"
+    invalid = g.node.add(name="invalid", op="Const")  # DT_INVALID: dims, no dtype
+    invalid.attr["value"].tensor.tensor_shape.dim.add(size=3)
+    g.node.add(name="relu", op="Relu", input=["pool"])
+    g.node.add(name="cast", op="Cast", input=["scalar"])
+    g.node.add(name="id", op="Identity", input=["relu:0"])
+    path = tmp_path / "m.pb"
+    path.write_bytes(g.SerializeToString())
+    graphs = [read_model(path), read_model(_frozen(tmp_path / "f.pb")), read_model(_blocks(tmp_path))] + \
+        list(_ir_graphs())
+    for graph in graphs:
+        order = _order(graph)
+        shapes = tensor_shapes(graph, order)
+        reference = Shapes(graph)
+        reference.dims.update(input_dims(graph))
+        for node in order:
+            if node.op not in SKIP:
+                try:
+                    _infer_tf(reference, node)
+                except _ERRORS:
+                    pass
+        assert (shapes.dims, shapes.ints) == (reference.dims, reference.ints), graph.source
+    shapes = tensor_shapes(graphs[0], _order(graphs[0]))
+    assert shapes.dims["pool"] == [1, 8, 8, 4] and shapes.dims["scalar"] == [] and shapes.ints["cast"] == [2]
+    assert "not_a_tensor" not in shapes.dims and shapes.dims["invalid"] == [3]
+    assert const_shape(graphs[0].nodes["not_a_tensor"], {}) == (None, None)
+    assert const_shape(graphs[0].nodes["invalid"], {}) == ([3], None)
+    assert const_shape(graphs[0].nodes["scalar"], {}) == ([], "int32")
+
+
+def test_estimate_model_keeps_one_gc_pause_and_can_leave_the_graph_to_the_end(tmp_path, monkeypatch):
+    import pipeline.estimate as estimate_module
+    import pipeline.files as files
+    import pipeline.graph.frames as frames
+
+    seen = []
+    loop_ops, estimate_layers = frames.loop_ops, estimate_module.estimate_layers
+    monkeypatch.setattr(frames, "loop_ops", lambda graph: seen.append(("loops", gc.isenabled())) or loop_ops(graph))
+    monkeypatch.setattr(estimate_module, "estimate_layers",
+                        lambda *a, **k: seen.append(("estimate", gc.isenabled())) or estimate_layers(*a, **k))
+    monkeypatch.setattr(files, "_OUTLIVE", [])
+    path = _blocks(tmp_path)
+    assert gc.isenabled()
+    report = estimate_model(path, ["jetson_nano"])
+    assert seen == [("loops", False), ("estimate", False)] and gc.isenabled() and not files.outlived()
+    try:
+        kept = estimate_model(path, ["jetson_nano"], outlive=True)
+        assert not gc.isenabled() and files.outlived()  # left for the process's end, as deploy check's outlive
+    finally:
+        gc.enable()
+    assert json.dumps(kept, sort_keys=True) == json.dumps(report, sort_keys=True)
