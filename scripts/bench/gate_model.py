@@ -10,9 +10,16 @@ folders (a regression night out of the reference, a suspect night out until the 
 see where the rule stands on 10x the nights (its intervals are narrower) or to try a change of the rule.
 
     python scripts/bench/gate_model.py --drift all --sequences 60 --seed 1
+    python scripts/bench/gate_model.py --drift t3 --sequences 100 --seed 2 --why   # which rule made each false alarm
+
+``--why`` adds, per drift model, where the false alarms came from: the rule that made each red night (the
+first-night size rule, the two-night rule, the window: from the row's note), the reference's length that night,
+and how many sequences had any (a red night stays out of the reference, so one early false alarm can keep a
+sequence red: the alarms cluster).
 """
 
 import argparse
+import collections
 import sys
 from pathlib import Path
 
@@ -58,7 +65,15 @@ def figures(samples, factor):
 
 class Night:
     def __init__(self, figs):
-        self.figs, self.verdict, self.status = figs, None, {}
+        self.figs, self.verdict, self.status, self.rules = figs, None, {}, set()
+
+
+RULES = (("first", "on its first night"), ("two nights", "the night before too"), ("window", "nights is"))
+
+
+def rules_of(note):
+    """The persistence rules a regression row's note names (persistence_judgement's words)."""
+    return {name for name, words in RULES if words in note} or {"?"}
 
 
 def reference(baseline, kept):
@@ -80,23 +95,34 @@ def judge(baseline, night, kept, tolerance=0.03, k=2.0):
         judged = gate_stats.persistence_judgement(judged, cur, [n.figs[(key, bs)][0] for n in recent],
                                                   previous.get((key, bs)), lower)
         night.status[(key, bs)] = judged["status"]
+        if judged["status"] == "regression":
+            night.rules |= rules_of(judged["note"])
     statuses = set(night.status.values())
     night.verdict = "regression" if "regression" in statuses else "suspect" if "suspect" in statuses else "pass"
     return night.verdict == "regression"
 
 
-def simulate(drift, sequences, length, every, seed, steps):
+def simulate(drift, sequences, length, every, seed, steps, why=None):
+    """(quiet, caught): [red, nights] of the unchanged nights, {step: [caught, steps]}. ``why``: a Counter that
+    gets each false alarm's rules and reference length (``("rule", ...)``, ``("n", ...)``) and the sequences
+    with any (``("sequences", )``)."""
     rng = np.random.default_rng([seed, DRIFTS.index(drift)])
     quiet, caught = [0, 0], {s: [0, 0] for s in steps}
     for _ in range(sequences):
+        red_before = quiet[0]
         nights = length + 1 + max(GOALS[s][0] for s in steps)
         levels = [level(rng, drift) for _ in range(nights)]
         samples = [{bs: calls(rng, m) for bs, m in MEDIANS.items()} for _ in range(nights)]
         baseline, kept = Night(figures(samples[0], levels[0])), []
         for t in range(1, length + 1):
             night = Night(figures(samples[t], levels[t]))
-            quiet[0] += judge(baseline, night, kept)
+            red = judge(baseline, night, kept)
+            quiet[0] += red
             quiet[1] += 1
+            if red and why is not None:
+                why[("rule", " + ".join(sorted(night.rules)))] += 1
+                n = len(reference(baseline, kept))
+                why[("n", "1-4" if n < 5 else "5-19" if n < 20 else "20")] += 1
             if t % every == 0:
                 for s in steps:
                     branch, hit = list(kept), False
@@ -109,6 +135,8 @@ def simulate(drift, sequences, length, every, seed, steps):
                     caught[s][0] += hit
                     caught[s][1] += 1
             kept.append(night)
+        if why is not None and quiet[0] > red_before:
+            why[("sequences",)] += 1
     return quiet, caught
 
 
@@ -119,16 +147,25 @@ def main(argv=None):
     p.add_argument("--length", type=int, default=30)
     p.add_argument("--step-every", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--why", action="store_true", help="say which rule made the false alarms, on which references")
     args = p.parse_args(argv)
     steps = sorted(GOALS)
     print("| drift | false alarms | " + " | ".join("+{:.0%} by night {}".format(s, GOALS[s][0]) for s in steps) + " |")
     print("|---|---|" + "---|" * len(steps))
-    met = True
+    met, notes = True, []
     for drift in DRIFTS if args.drift == "all" else (args.drift,):
-        quiet, caught = simulate(drift, args.sequences, args.length, args.step_every, args.seed, steps)
+        why = collections.Counter() if args.why else None
+        quiet, caught = simulate(drift, args.sequences, args.length, args.step_every, args.seed, steps, why)
         print("| {} | {} | {} |".format(drift, share(*quiet), " | ".join(share(*caught[s]) for s in steps)), flush=True)
+        if why is not None:
+            notes.append("{}: {} false alarms in {} of {} sequences; by rule: {}; by reference nights: {}".format(
+                drift, quiet[0], why[("sequences",)], args.sequences,
+                ", ".join("{} {}".format(k[1], v) for k, v in sorted(why.items()) if k[0] == "rule") or "none",
+                ", ".join("{} {}".format(n, why[("n", n)]) for n in ("1-4", "5-19", "20") if why[("n", n)]) or "none"))
         p_quiet, _, high = wilson(*quiet)
         met &= p_quiet <= 0.01 and high <= 0.02 and all(caught[s][0] >= GOALS[s][1] * caught[s][1] for s in steps)
+    for line in notes:
+        print("- " + line)
     return 0 if met else 1
 
 

@@ -117,3 +117,58 @@ def test_the_settings_are_the_ones_measured():
     """The settings docs/nightly.md's figures were measured with: a change here needs gate_noise.py re-run."""
     assert (gs.WINDOW, gs.WINDOW_K, gs.WINDOW_CLIP, gs.SPREAD_CLIP) == (3, 2.5, 1.5, 2.5)
     assert (gs.FIRST_NIGHT_SIGMAS, gs.FIRST_NIGHT_FLOOR) == (4.0, 0.12)
+
+
+# --- the tools that measured it: scripts/bench/gate_model.py --why and scripts/bench/gate_bound.py
+
+
+def _bench(name):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    if str(scripts) not in sys.path:
+        sys.path.insert(0, str(scripts))
+    spec = importlib.util.spec_from_file_location("bench_" + name, str(scripts / "bench" / (name + ".py")))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gate_model_names_the_rule_from_the_gates_own_notes():
+    """--why attributes each false alarm to the rule from the regression row's note: the words must be the ones
+    persistence_judgement writes (a reworded note would count every alarm as "?")."""
+    gate_model = _bench("gate_model")
+    _, window = judge(0.04, [0.05, 0.055])
+    _, two = judge(0.07, [0.0, 0.065], previous_status="suspect")
+    _, first = judge(0.20, [0.0, 0.0])
+    assert [r["status"] for r in (window, two, first)] == ["regression"] * 3
+    assert gate_model.rules_of(window["note"]) == {"window"}
+    assert gate_model.rules_of(two["note"]) == {"two nights"}
+    assert gate_model.rules_of(first["note"]) == {"first"}
+    assert gate_model.rules_of("worse by more than 4 %") == {"?"}
+
+
+def test_gate_model_why_counts_every_false_alarm_once_by_reference_length():
+    """The attribution adds up: each red unchanged night is counted once by reference length, and the sequences
+    with any are no more than the red nights."""
+    import collections
+
+    gate_model = _bench("gate_model")
+    why = collections.Counter()
+    quiet, _ = gate_model.simulate("t3", 4, 12, 3, 4, [0.25], why)
+    by_n = sum(v for k, v in why.items() if k[0] == "n")
+    by_rule = sum(v for k, v in why.items() if k[0] == "rule")
+    assert by_n == by_rule == quiet[0] and why[("sequences",)] <= min(quiet[0], 4)
+    assert quiet[1] == 4 * 12
+
+
+def test_gate_bound_reproduces_the_closed_form_and_the_corrections_raise_it():
+    """docs/nightly.md: the closed form (pi/2 for every n) gives 87.4 % at 1 % false alarms; the exact median of
+    3-20 normal nights has a smaller variance, and three tries catch more: each correction raises it, and
+    neither reaches 90 %."""
+    gate_bound = _bench("gate_bound")
+    closed, exact, tries = gate_bound.bound(0.01, 0.02, math.log(1.05), 40000, 7)
+    assert round(100 * closed, 1) == 87.4
+    assert closed < exact <= tries < 0.90
