@@ -170,7 +170,11 @@ def _follow_tf(shapes, order):
                         ints[node.name] = ints_of(node_attr(node, "value"))
             elif op in _TF_SAME_ONLY:
                 ins = node.inputs
-                dims[node.name] = of(ins[0]) if ins else None
+                if ins:
+                    t = ins[0]  # of(t) inlined for a plain name
+                    dims[node.name] = dims.get(t) if t and ":" not in t and "^" not in t else of(t)
+                else:
+                    dims[node.name] = None
             elif op not in SKIP:
                 _infer_tf(shapes, node)
         except _ERRORS:
