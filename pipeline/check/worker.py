@@ -25,15 +25,18 @@ requests one at a time, so a zoo pays one import per worker, not one per model:
   with tf2onnx's default, so the answer is the convert stage's) and, for graphs of
   ``PURE_PROTOBUF_BYTES`` or more, protobuf's pure-Python implementation
   (``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python``: no arenas; it costs a few seconds of
-  import, which a small graph does not win back). Both are the libraries' own settings. After each
+  import, which a small graph does not win back). Both are the libraries' own settings. The conversion is
+  tf2onnx's own public steps (``pipeline.check.tf2onnx_steps``: from_graph_def's model, each intermediate given
+  back as soon as the next exists: what a conversion adds at its peak falls by 17-31 % on keras.applications
+  models, DenseNet121 508 -> 382 MB). After each
   answer the worker gives back what it freed (``release_memory``: the cyclic GC, then glibc's
   ``malloc_trim``; without it a worker keeps its largest conversion's peak as its RSS: 987 MB against
   604 MB after DenseNet121), and reports its RSS then and its peak while answering (``rss``,
   ``peak_rss``); the pool replaces a worker still holding more than ``RECYCLE_BYTES``.
 
 Requests and answers are one JSON object a line. ``convert``: the frozen graph screened like the
-convert stage screens it (``pipeline.tf.screen``), converted with ``tf2onnx.convert.from_graph_def``
-as ``pipeline.convert.to_onnx`` calls it, the ONNX model written to ``out`` even when TensorFlow ops
+convert stage screens it (``pipeline.tf.screen``), converted into the model ``tf2onnx.convert.from_graph_def``
+makes as ``pipeline.convert.to_onnx`` calls it, the ONNX model written to ``out`` even when TensorFlow ops
 are left in it (the check explains them). ``freeze``: a SavedModel frozen by deploy's freeze stage
 (``pipeline.tf.freeze.freeze_saved_model``), a Keras file traced ``model(x, training=False)`` and
 frozen with ``convert_variables_to_constants_v2`` (as ``pipeline.graph.keras_reader`` does), written
@@ -47,8 +50,9 @@ import select
 import sys
 import time
 
+from pipeline.check.tf2onnx_steps import CATCH_ENV, catch_errors, from_graph_def_in_steps, release_memory
+
 PARENT_ENV = "DEPLOY_CHECK_WORKER_PARENT"
-CATCH_ENV = "TF2ONNX_CATCH_ERRORS"  # tf2onnx.constants.ENV_TF2ONNX_CATCH_ERRORS
 PROTOBUF_ENV = "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"
 PURE_PROTOBUF_BYTES = 48 << 20  # a graph file this big converts in pure-Python protobuf (see the module doc)
 RECYCLE_BYTES = 768 << 20  # a worker holding more than this after an answer (and release_memory) is replaced
@@ -157,20 +161,6 @@ class Worker:
 # ------------------------------------------------------------------------------ the worker's side
 
 
-def release_memory():
-    """Give the memory this process freed back to the OS: Python's cyclic garbage collected, then glibc's
-    ``malloc_trim(0)`` (freed heap pages of every malloc arena returned; glibc keeps them otherwise, so a
-    process that converted a big model keeps that model's peak as its RSS). Elsewhere than glibc: the collection only."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _rss(field="VmRSS:"):
     """This process's resident memory in bytes (``VmHWM:``: its peak since ``_reset_peak``); 0 where unknown."""
     try:
@@ -227,26 +217,28 @@ def convert_graph(path, opset, out):
     base = {"opset": opset, "tf2onnx": tf2onnx.__version__, "log": log}
     inputs = [i["name"] + ":0" for i in io["inputs"]]
     outputs = [o["name"] + ":0" for o in io["outputs"]]
+    held = [graph_def]  # from here on the conversion holds the only reference: each step gives back the last one's
+    del graph_def
     try:
         try:
-            model, _ = tf2onnx.convert.from_graph_def(graph_def, input_names=inputs, output_names=outputs, opset=opset)
+            model = from_graph_def_in_steps(held, inputs, outputs, opset, catch_errors())
         except Exception:  # noqa: BLE001 - with TF2ONNX_CATCH_ERRORS=FALSE an optimizer's error ends the conversion:
-            if os.environ.get(CATCH_ENV) != "FALSE":  # ask again with tf2onnx's default (it skips that optimizer)
+            if catch_errors():  # ask again with tf2onnx's default (it skips that optimizer)
                 raise
+            model = None
+        if model is None:  # outside the except: its traceback holds the failed attempt's graphs
             del log[:]
-            saved = os.environ.pop(CATCH_ENV)
-            try:
-                model, _ = tf2onnx.convert.from_graph_def(graph_def, input_names=inputs, output_names=outputs,
-                                                          opset=opset)
-            finally:
-                os.environ[CATCH_ENV] = saved
+            release_memory()
+            model = from_graph_def_in_steps([load_graph_def(path)], inputs, outputs, opset, catch_errors=True)
     except Exception as e:  # noqa: BLE001 - tf2onnx raises ValueError/RuntimeError/KeyError... with the reason
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         return dict(base, status="failed", message="tf2onnx failed at opset {}: {}".format(opset, text))
     finally:
         logging.getLogger("tf2onnx").removeHandler(keep)
     left = sorted({n.op_type for n in model.graph.node if not onnx.defs.has(n.op_type, n.domain or "")})
-    _write(out, model.SerializeToString())
+    data = model.SerializeToString()
+    del model
+    _write(out, data)
     return dict(base, status="converted", left=left)
 
 
@@ -341,7 +333,7 @@ def main():
     from pipeline.tf import import_tf
 
     import_tf()
-    import tf2onnx  # noqa: F401 - imported now, beside the caller's own work
+    from tf2onnx import optimizer, tf_loader, tfonnx  # noqa: F401 - imported now, beside the caller's own work
 
     for line in sys.stdin:
         if not line.strip():

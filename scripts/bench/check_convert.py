@@ -3,6 +3,7 @@
 (issue 26 item 1): wall time and peak RSS of each, the re-check from the answer cache, and a zoo.
 
     python scripts/bench/check_convert.py [--single MobileNetV2:96 ResNet50:64] [--zoo 12] [--rounds 1]
+    python scripts/bench/check_convert.py --worker-peaks DenseNet121:64 MobileNetV3Large:64 [--baseline DIR]
 
 Goals: a single check <= 1.15x `python -m tf2onnx.convert --graphdef` wall time and <= 1.2x its peak RSS;
 a re-check of the unchanged file <= 0.5 s; a zoo of N keras.applications models (weights=None, small
@@ -21,6 +22,12 @@ input) on this machine's cores <= 0.6x the sum of their single checks, peak RSS 
   ``DEPLOY_CHECK_MAX_MB`` in the environment is the zoo's memory budget (default: deploy's own). On a loaded
   machine set ``DEPLOY_CHECK_CONVERT_TIMEOUT`` (e.g. 900): a conversion that times out is killed, which would
   lower the peak and turn the model's answer into a prediction.
+
+- ``--worker-peaks``: one converter worker (as a zoo starts it: pure-Python protobuf) converts the models in
+  order; per model its peak (VmHWM, reset per request), its RSS after, and what it rose above its RSS before, as
+  MB and as a multiple of the graph's bytes (the pool's ``expected_peak`` model). ``--baseline DIR``: the same,
+  alternating, with the worker of another checkout (e.g. ``git worktree add /tmp/old HEAD~1``), whose ONNX
+  outputs are run beside this tree's in ONNX Runtime on one input (tf2onnx's output is not byte-stable).
 
 One JSON line at the end for tooling.
 """
@@ -136,6 +143,69 @@ def build(spec, folder):
     return path
 
 
+WORKER_PEAKS = """
+import json, os, sys
+from pipeline.check.worker import Worker
+folder, out, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+worker = Worker(folder, big=True)
+try:
+    worker.ask({"do": "convert", "path": os.path.join(folder, "missing.pb"), "opset": 13, "out": out}, 600)
+    for path in paths:
+        before = worker.rss
+        answer = worker.ask({"do": "convert", "path": path, "opset": 13,
+                             "out": os.path.join(out, os.path.basename(path) + ".onnx")}, 1800)
+        print(json.dumps({"path": path, "status": answer["status"], "before": before, "peak": worker.peak_rss,
+                          "after": worker.rss, "seconds": answer.get("seconds")}), flush=True)
+finally:
+    worker.close()
+"""
+
+
+def worker_peaks(paths, tree, out):
+    """[{path, status, before, peak, after, seconds}] of one worker of checkout ``tree`` converting ``paths``."""
+    os.makedirs(out, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([PY, "-c", WORKER_PEAKS, out, out] + [str(p) for p in paths], cwd=str(tree), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    return [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
+
+
+def ort_difference(a, b):
+    """Largest absolute difference between two ONNX models' outputs on one seeded random input (ONNX Runtime)."""
+    import numpy as np
+    import onnxruntime
+
+    sessions = [onnxruntime.InferenceSession(p, providers=["CPUExecutionProvider"]) for p in (a, b)]
+    feed = {i.name: np.random.RandomState(0).standard_normal([d if isinstance(d, int) else 1 for d in i.shape])
+            .astype(np.float32) for i in sessions[0].get_inputs()}
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(*(s.run(None, feed) for s in sessions)))
+
+
+def peaks_rows(specs, folder, baseline, rounds):
+    """Per model and tree: the worker's peak, RSS after and rise above its RSS before (MB, and x the graph's bytes)."""
+    paths = [build(spec, folder) for spec in specs]
+    trees = [("this", ROOT)] + ([("baseline", Path(baseline).resolve())] if baseline else [])
+    rows = {}
+    for r in range(rounds):
+        for name, tree in (trees if r % 2 == 0 else trees[::-1]):
+            for spec, path, got in zip(specs, paths, worker_peaks(paths, tree, os.path.join(folder, name))):
+                rise = got["peak"] - got["before"]
+                row = {"tree": name, "round": r + 1, "model": spec, "graph_mb": round(path.stat().st_size / 2 ** 20, 1),
+                       "status": got["status"], "peak_mb": got["peak"] >> 20, "before_mb": got["before"] >> 20,
+                       "after_mb": got["after"] >> 20, "rise_mb": rise >> 20,
+                       "factor": round(rise / path.stat().st_size, 1), "seconds": got["seconds"]}
+                rows.setdefault(spec, []).append(row)
+                print("{tree:8} round {round} {model:20} {graph_mb:5} MB graph: peak {peak_mb} MB, {rise_mb} MB above "
+                      "{before_mb} MB ({factor}x the graph), {after_mb} MB after, {seconds} s".format(**row), flush=True)
+    if baseline:
+        for spec, path in zip(specs, paths):
+            onnx_name = path.name + ".onnx"
+            diff = ort_difference(os.path.join(folder, "this", onnx_name), os.path.join(folder, "baseline", onnx_name))
+            print("{}: ONNX Runtime outputs of the two trees' models differ by at most {:.2g}".format(spec, diff))
+            rows[spec].append({"ort_max_abs_difference": diff})
+    return rows
+
+
 def load():
     return os.getloadavg()[0]
 
@@ -148,9 +218,18 @@ def main():
     parser.add_argument("--zoo-memory-only", action="store_true",
                         help="the zoo alone: its wall time and peak RSS, without the single checks (no ratio)")
     parser.add_argument("--keep", help="build the models into this folder and keep them")
+    parser.add_argument("--worker-peaks", nargs="+", metavar="NAME:SIZE",
+                        help="per-model peaks of one converter worker (no single check, no zoo)")
+    parser.add_argument("--baseline", help="with --worker-peaks: another checkout's worker, alternating")
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="bench-check-convert-")
     os.makedirs(folder, exist_ok=True)
+    if args.worker_peaks:
+        before = round(load(), 2)
+        rows = peaks_rows(args.worker_peaks, folder, args.baseline, args.rounds)
+        print("load average {} -> {}".format(before, round(load(), 2)))
+        print(json.dumps({"worker_peaks": rows, "load_before": before, "load_after": round(load(), 2)}, sort_keys=True))
+        return
     cache = tempfile.mkdtemp(prefix="bench-check-cache-")
     result = {"load_before": round(load(), 2), "cpus": len(os.sched_getaffinity(0)), "single": {}}
     deploy = [PY, "-m", "pipeline", "check"]
