@@ -91,3 +91,45 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+TINY_SETS = ("model.input_size=32", "stages.train.epochs=1", "stages.train.batch_size=8", "stages.convert.compare_samples=4",
+             "stages.benchmark.warmup=2", "stages.benchmark.iterations=5", "stages.benchmark.batch_sizes=[1, 4]")
+
+
+def tiny_args(root, *extra):
+    """The ``--set`` arguments that shrink the shipped TX2 config to the tiny run: runs under root/runs, the
+    dataset root/data (generate_shapes: 32 px, 6 + 2 images a class), one epoch, a few benchmark iterations;
+    ``extra`` ("key=value") after them."""
+    args = []
+    for s in ("run.dir={}".format(root / "runs"), "dataset.path={}".format(root / "data"), *TINY_SETS, *extra):
+        args += ["--set", s]
+    return args
+
+
+@pytest.fixture(scope="session")
+def tiny_tx2(tmp_path_factory):
+    """The shipped TX2 config shrunk with tiny_args, run once for the whole session through the real command
+    line (``deploy run configs/jetson_tx2.yaml ... --json``, every stage ran): root (data/ and runs/), run
+    (runs/jetson_tx2) and result (its CompletedProcess). tests/test_end_to_end.py asserts on this run itself;
+    a test about a later stage that needs this trained, exported and frozen model starts from copies of its
+    stage folders (copy_stages) in a run of its own, as the nightly's host job does, and deploy's cache keys
+    decide that they are up to date (same model, dataset path and files, training). Nothing may write to it
+    but tests/test_end_to_end.py, whose re-runs give the same bytes."""
+    from types import SimpleNamespace
+
+    from pipeline.data.shapes import generate_shapes
+
+    root = tmp_path_factory.mktemp("tiny_tx2")
+    generate_shapes(root / "data", image_size=32, train_per_class=6, val_per_class=2)
+    result = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *tiny_args(root), "--json")
+    return SimpleNamespace(root=root, data=root / "data", run=root / "runs" / "jetson_tx2", result=result)
+
+
+def copy_stages(tiny, run, stages):
+    """Copies of the tiny_tx2 run's stage folders (cp -a: times kept) into the run folder ``run``; fails the
+    test when the shared run itself failed."""
+    assert tiny.result.returncode == 0, "the shared tiny run failed:\n" + tiny.result.stderr[-3000:]
+    Path(run).mkdir(parents=True, exist_ok=True)
+    for stage in stages:
+        subprocess.run(["cp", "-a", str(tiny.run / stage), str(Path(run) / stage)], check=True)
