@@ -4,10 +4,9 @@ import json
 
 import pytest
 
-from pipeline.data.shapes import generate_shapes
 from pipeline.files import sha256_path
 
-from conftest import ROOT, deploy
+from conftest import ROOT, copy_stages, deploy, tiny_args
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -15,35 +14,22 @@ STATS = ("mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", 
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
-    generate_shapes(root / "data", image_size=32, train_per_class=6, val_per_class=2)
-    return root
+def tiny(tiny_tx2):
+    """The session's shared tiny run's root (tests/conftest.py's tiny_tx2): data/ and runs/jetson_tx2, whose
+    `deploy run` test_tx2_config_end_to_end_then_cached asserts on."""
+    return tiny_tx2.root
 
 
 def shrink(root, *extra):
-    args = [
-        "--set", "run.dir={}".format(root / "runs"),
-        "--set", "dataset.path={}".format(root / "data"),
-        "--set", "model.input_size=32",
-        "--set", "stages.train.epochs=1",
-        "--set", "stages.train.batch_size=8",
-        "--set", "stages.convert.compare_samples=4",
-        "--set", "stages.benchmark.warmup=2",
-        "--set", "stages.benchmark.iterations=5",
-        "--set", "stages.benchmark.batch_sizes=[1, 4]",
-    ]
-    for e in extra:
-        args += ["--set", e]
-    return args
+    return tiny_args(root, *extra)
 
 
 def events(stdout):
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-def test_tx2_config_end_to_end_then_cached(tiny):
-    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *shrink(tiny), "--json")
+def test_tx2_config_end_to_end_then_cached(tiny, tiny_tx2):
+    res = tiny_tx2.result  # deploy run configs/jetson_tx2.yaml *shrink(tiny) --json, run once for the session
     assert res.returncode == 0, res.stderr
     summary = events(res.stdout)[-1]
     assert summary["event"] == "summary" and summary["exit_code"] == 0
@@ -189,11 +175,14 @@ def test_model_source_frozen_graph_skips_to_convert(tiny, tmp_path):
     assert stages["convert"][0] == "ran" and stages["benchmark"][0] == "ran"
 
 
-def test_convert_fails_above_tolerance_and_leaves_nothing(tiny):
+def test_convert_fails_above_tolerance_and_leaves_nothing(tiny, tiny_tx2):
     comparison = json.loads((tiny / "runs" / "jetson_tx2" / "convert" / "comparison.json").read_text())
     if comparison["max_abs_diff"] == 0:
         pytest.skip("TensorFlow and ONNX Runtime agree exactly on this model")
     tolerance = comparison["max_abs_diff"] / 2
+    # the same model (train / export / freeze folders copied, taken as cached by their keys): check, rewrite and
+    # convert run on it with the strict tolerance
+    copy_stages(tiny_tx2, tiny / "runs" / "strict", ("train", "export", "freeze"))
     res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml",
                  *shrink(tiny, "run.name=strict", "stages.convert.tolerance={!r}".format(tolerance)), "--until", "convert")
     assert res.returncode == 3, res.stderr
