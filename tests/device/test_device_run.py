@@ -1,22 +1,21 @@
 """`deploy run` with `device: ssh`: the shipped TX2 config, shrunk, drives the agent on a real sshd on
 127.0.0.1 (its ONNX Runtime backend: no TensorRT here) and gets benchmark.json back; the re-run is all
-cached and sends nothing."""
+cached and sends nothing. The host stages (train to convert) are the session's shared tiny run's
+(tests/conftest.py's tiny_tx2), copied in and cached by their keys: this test is about the device's."""
 
 import json
 
 import pytest
 
-from pipeline.data.shapes import generate_shapes
-
-from conftest import ROOT, deploy
+from conftest import ROOT, copy_stages, deploy
 from devicekit import sshd_server  # noqa: F401  (the `sshd` fixture)
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 
-def _args(root, sshd):
+def _args(root, data, sshd):
     sets = [
-        "run.dir={}".format(root / "runs"), "dataset.path={}".format(root / "data"), "model.input_size=32",
+        "run.dir={}".format(root / "runs"), "dataset.path={}".format(data), "model.input_size=32",
         "stages.train.epochs=1", "stages.train.batch_size=8", "stages.convert.compare_samples=4",
         "stages.benchmark.warmup=2", "stages.benchmark.iterations=5", "stages.benchmark.batch_sizes=[1, 4]",
         "device.transport=ssh", "device.host=127.0.0.1", "device.port={}".format(sshd.port), "device.user={}".format(sshd.user),
@@ -29,9 +28,9 @@ def _args(root, sshd):
     return args
 
 
-def test_run_over_ssh_then_cached(tmp_path, sshd):
-    generate_shapes(tmp_path / "data", image_size=32, train_per_class=6, val_per_class=2)
-    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *_args(tmp_path, sshd))
+def test_run_over_ssh_then_cached(tmp_path, sshd, tiny_tx2):
+    copy_stages(tiny_tx2, tmp_path / "runs" / "jetson_tx2", ("train", "export", "freeze", "check", "rewrite", "convert"))
+    res = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *_args(tmp_path, tiny_tx2.data, sshd))
     assert res.returncode == 0, res.stderr[-3000:]
     assert "engine    pending: TensorRT is not on {}@127.0.0.1:{}".format(sshd.user, sshd.port) in res.stderr
     assert "device: sending model.onnx" in res.stderr
@@ -45,6 +44,6 @@ def test_run_over_ssh_then_cached(tmp_path, sshd):
     assert report["consistency"]["passed"] is True
     assert (tmp_path / "board" / "blobs").is_dir()
 
-    again = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *_args(tmp_path, sshd))
+    again = deploy("run", ROOT / "configs" / "jetson_tx2.yaml", *_args(tmp_path, tiny_tx2.data, sshd))
     assert again.returncode == 0, again.stderr[-2000:]
     assert "benchmark cached" in again.stderr and "sending" not in again.stderr
