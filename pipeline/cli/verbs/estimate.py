@@ -70,7 +70,7 @@ def run(args):
     from pipeline.estimate.report import format_markdown, format_text
 
     report = estimate_model(args.model, args.target, args.precision, args.batch or [1], dict(args.input_shape) or None,
-                            args.signature)
+                            args.signature, outlive=True)  # the graph lives to the exit, freed with the process
     if args.format == "json":
         report["schema"] = records.schema_of("estimate")
         records.check(report, "estimate", "deploy estimate")
