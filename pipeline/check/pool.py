@@ -115,9 +115,9 @@ WORKER_MB = 1024  # the default budget a worker: what the issue's 2 GB on 2 core
 # protobuf, each converted by pipeline.check.tf2onnx_steps, 2026-11-28): a worker holds 565-570 MB once it has imported
 # TensorFlow and tf2onnx's converter and 595-602 MB (WORKER_BASE_BYTES) after a conversion, what it frees given
 # back; converting a frozen graph of N bytes takes it PEAK_FACTOR * N above that at its peak (grappler's copies
-# of the graph; 12.1-15.8x measured over 8 models in 3 runs: DenseNet121 12.2x, EfficientNetB0 12.3-12.6x,
-# MobileNetV3Large 12.1-15.5x, NASNetMobile 13.9-15.0x, MobileNetV2 12.4-15.8x; tf2onnx's from_graph_def as the
-# worker called it before: 14.8-20.8x); deploy's own process holds up to PARENT_BYTES while it checks a model that
+# of the graph; 12.1-15.8x measured over 8 models in 5 runs: DenseNet121 12.2-12.9x, EfficientNetB0 12.3-13.7x,
+# MobileNetV3Large 12.1-15.5x, NASNetMobile 13.9-15.3x, MobileNetV2 12.2-15.8x; tf2onnx's from_graph_def as the
+# worker called it before: 14.6-20.8x); deploy's own process holds up to PARENT_BYTES while it checks a model that
 # landed. So the default 2 GB on two workers converts two graphs at once when they add up to 31 MB or less
 # (MobileNetV3Small beside EfficientNetB0, two MobileNetV2), bigger ones one at a time.
 WORKER_BASE_BYTES = 600 << 20
