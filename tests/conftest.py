@@ -93,7 +93,8 @@ def write(tmp_path):
     return _write
 
 
-TINY_SETS = ("model.input_size=32", "stages.train.epochs=1", "stages.train.batch_size=8", "stages.convert.compare_samples=4",
+TINY_SETS = ("model.input_size=32", "stages.train.epochs=1", "stages.train.batch_size=8", "stages.train.run_eagerly=true",
+             "stages.convert.compare_samples=4",
              "stages.benchmark.warmup=2", "stages.benchmark.iterations=5", "stages.benchmark.batch_sizes=[1, 4]")
 
 

@@ -41,7 +41,7 @@ def test_unknown_key_names_file_line_and_suggests(write):
     assert str(e.value) == (
         "{}:9 stages.train.epoch: unknown key; did you mean 'epochs'? "
         "allowed: augment, batch_size, distribute, epochs, exclude_scopes, init_from, learning_rate, name_map, "
-        "optimizer, seed, trainable_scopes".format(path)
+        "optimizer, run_eagerly, seed, trainable_scopes".format(path)
     )
 
 
@@ -339,3 +339,12 @@ def test_validate_lists_every_target_problem_with_the_schema_problems(tmp_path, 
     config.write_text(config.read_text().replace("epochz", "epochs"))  # the target's problems alone: both, at once
     assert main(["validate", str(config)]) == 1
     assert len(capsys.readouterr().err.strip().splitlines()) == 2
+
+
+def test_run_eagerly_is_a_train_option_and_refused_with_distribute(write):
+    assert load_config(write("c.yaml", GOOD.replace("epochs: 2", "epochs: 2\n    run_eagerly: true"))) \
+        .stages.train.run_eagerly is True
+    assert load_config(write("d.yaml", GOOD)).stages.train.run_eagerly is False
+    path = write("e.yaml", GOOD.replace("epochs: 2", "epochs: 2\n    run_eagerly: true\n    distribute: {strategy: mirrored}"))
+    with pytest.raises(ConfigError, match=r"e.yaml:\d+ stages.train: run_eagerly is not possible with distribute"):
+        load_config(path)

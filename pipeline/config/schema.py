@@ -103,11 +103,18 @@ class TrainOptions(_Section):
     optimizer: Literal["adam", "sgd", "rmsprop"] = Field("adam", description="Keras optimizer.")
     augment: bool = Field(False, description="Random left-right flips of training images.")
     seed: int = Field(0, ge=0, le=SEED_MAX, description="Seed of weight initialisation, shuffling and augmentation.")
+    run_eagerly: bool = Field(False, description="Run each training step eagerly (Keras's run_eagerly): no tf.function tracing, which costs tens of seconds for a MobileNet on a CPU, but slower steps; for runs of a few steps and for debugging custom layers. Not with distribute.")
     init_from: Optional[str] = Field(None, description="Weights to start from (fine-tuning): a TF2 or TF1 checkpoint, a .keras / .weights.h5 / .h5 file or a frozen .pb; variables are matched by name and shape (deploy ckpt diff shows the report).")
     exclude_scopes: List[str] = Field(default_factory=list, description="Variables under these scopes are not restored (e.g. [probabilities] when the number of classes changes).")
     trainable_scopes: Optional[List[str]] = Field(None, description="Train only variables under these scopes; the rest are frozen (TF-slim's train_image_classifier).")
     distribute: Optional[DistributeOptions] = Field(None, description="Train with tf.distribute; multi_worker reads the cluster from TF_CONFIG (run one deploy per worker).")
     name_map: Dict[str, str] = Field(default_factory=dict, description="Checkpoint name prefix -> model variable prefix, e.g. {MobilenetV2/: mobilenetv2_0.35_96/}.")
+
+    @model_validator(mode="after")
+    def _eager_alone(self):
+        if self.run_eagerly and self.distribute is not None:
+            raise ValueError("run_eagerly is not possible with distribute (its steps are tf.functions): set one of them")
+        return self
 
 
 class ExportOptions(_Section):

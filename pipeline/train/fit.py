@@ -73,7 +73,8 @@ def fit(model_cfg, opts, index, *, checkpoints, progress):
     checkpoints.mkdir()
     progress_cb = _ProgressCallback(keras, progress, opts.epochs)
     if strategy is None:
-        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+                      run_eagerly=opts.run_eagerly)
         callbacks = [
             keras.callbacks.ModelCheckpoint(str(checkpoints / "epoch_{epoch:03d}.weights.h5"), save_weights_only=True),
             progress_cb,

@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 CONFIG = ROOT / "configs" / "jetson_tx2.yaml"
 SMALL = ["--set", "dataset.train_per_class=6", "--set", "dataset.val_per_class=2", "--set", "model.input_size=32",
-         "--set", "stages.train.epochs=1", "--set", "stages.train.batch_size=8", "--set", "stages.convert.compare_samples=2",
+         "--set", "stages.train.epochs=1", "--set", "stages.train.batch_size=8", "--set", "stages.train.run_eagerly=true",
+         "--set", "stages.convert.compare_samples=2",
          "--set", "stages.benchmark.iterations=5", "--set", "stages.benchmark.warmup=1", "--set", "stages.benchmark.batch_sizes=[1, 2]"]
 
 
