@@ -12,6 +12,9 @@ patched. Where the memory went and what this saves: docs/performance.md, "Where 
 import os
 
 CATCH_ENV = "TF2ONNX_CATCH_ERRORS"  # tf2onnx.constants.ENV_TF2ONNX_CATCH_ERRORS
+# tf2onnx releases whose from_graph_def / _convert_common these steps follow (read, and compared model for model in
+# tests/check/test_converter_worker.py); any other release converts with from_graph_def itself (its memory, its model)
+STEPS_FOLLOW = ("1.17",)
 
 
 def release_memory():
@@ -47,8 +50,11 @@ def from_graph_def_in_steps(held, input_names, output_names, opset, catch_errors
     grappler's own (measured in docs/performance.md, "Where a zoo's memory goes"). freeze_session is not run: its
     output is discarded, and it could only fail on variables or on names the graph lacks, which deploy's screen and
     graph_io refuse first."""
+    import tf2onnx
     from tf2onnx import optimizer, tf_loader, tfonnx
 
+    if ".".join(tf2onnx.__version__.split(".")[:2]) not in STEPS_FOLLOW:
+        return _from_graph_def(tf2onnx, held.pop(), input_names, output_names, opset, catch_errors)
     from pipeline.tf import import_tf
 
     tf = import_tf()
@@ -75,3 +81,18 @@ def from_graph_def_in_steps(held, input_names, output_names, opset, catch_errors
     # optimizer and drops the one before; a caller holding the first would keep three copies instead of two
     onnx_graph = optimizer.optimize_graph(held.pop(), catch_errors)
     return onnx_graph.make_model("converted from unknown")  # from_graph_def's name=None
+
+
+def _from_graph_def(tf2onnx, graph_def, input_names, output_names, opset, catch_errors):
+    """tf2onnx.convert.from_graph_def's model, with ``catch_errors`` given as tf2onnx reads it (its environment
+    variable, put back after)."""
+    before = os.environ.get(CATCH_ENV)
+    os.environ[CATCH_ENV] = "TRUE" if catch_errors else "FALSE"
+    try:
+        return tf2onnx.convert.from_graph_def(graph_def, input_names=input_names, output_names=output_names,
+                                              opset=opset)[0]
+    finally:
+        if before is None:
+            os.environ.pop(CATCH_ENV, None)
+        else:
+            os.environ[CATCH_ENV] = before

@@ -316,6 +316,38 @@ def test_the_conversion_in_steps_makes_tf2onnx_s_own_model(tmp_path, monkeypatch
 
 
 @pytest.mark.tf
+@pytest.mark.slow
+def test_a_tf2onnx_release_the_steps_were_not_compared_with_converts_with_from_graph_def(tmp_path, monkeypatch):
+    """The steps follow tf2onnx 1.17's from_graph_def; with any other release the worker asks from_graph_def itself
+    (its model, whatever that release changed), with catch_errors as asked and the environment put back."""
+    import tf2onnx
+
+    from pipeline.check import tf2onnx_steps
+    from pipeline.tf.graph import load_graph_def
+
+    assert ".".join(tf2onnx.__version__.split(".")[:2]) in tf2onnx_steps.STEPS_FOLLOW  # the release CI installs
+    blocks = _blocks_graph(tmp_path / "blocks.pb")
+    expected = {catch: onnx_structure(_tf2onnx_model(blocks, catch)) for catch in (False, True)}
+    asked = []
+    real = tf2onnx.convert.from_graph_def
+
+    def spy(*args, **kwargs):
+        asked.append(os.environ.get("TF2ONNX_CATCH_ERRORS"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf2onnx.convert, "from_graph_def", spy)
+    monkeypatch.delenv("TF2ONNX_CATCH_ERRORS", raising=False)
+    tf2onnx_steps.from_graph_def_in_steps([load_graph_def(blocks)], ["input:0"], ["Identity:0"], 13, False)
+    assert asked == []  # this release: the steps
+    monkeypatch.setattr(tf2onnx_steps, "STEPS_FOLLOW", ("0.1",))
+    for catch_errors in (False, True):
+        model = tf2onnx_steps.from_graph_def_in_steps([load_graph_def(blocks)], ["input:0"], ["Identity:0"], 13,
+                                                      catch_errors)
+        assert onnx_structure(model) == expected[catch_errors]
+    assert asked == ["FALSE", "TRUE"] and "TF2ONNX_CATCH_ERRORS" not in os.environ
+
+
+@pytest.mark.tf
 def test_no_tensorflow_graph_is_held_while_grappler_or_the_onnx_optimizers_run(tmp_path, monkeypatch):
     """tf2onnx's from_graph_def holds the tf.Graph it imported the GraphDef into while grappler runs, and both
     tf.Graphs while its ONNX optimizers run; the worker's conversion holds none at either step."""
