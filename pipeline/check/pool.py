@@ -9,8 +9,8 @@ A folder holds a lock (``fcntl``) for as long as its deploy lives; the kernel dr
 process dies, however it dies, so the next ``workdir()`` of any deploy removes a folder whose lock
 it can take. The workers are ``pipeline.check.worker`` processes.
 
-A zoo's memory is bounded by its budget, not by its models: ``DEPLOY_CHECK_MAX_MB``, or by default
-WORKER_MB (1 GB) a worker, or half of the memory the machine has available when that is less. Each
+A zoo's memory is bounded by its budget, not by its models: ``DEPLOY_CHECK_MAX_MB``, or by default half of
+the memory the machine has available when the zoo starts (WORKER_MB, 1 GB, a worker where that cannot be read). Each
 conversion's peak is estimated from the model's size by factors measured on keras.applications models
 (``expected_peak``); the pool starts a conversion only when it fits beside those under way, so big models
 are converted one at a time while small ones fill the other workers.
@@ -110,7 +110,8 @@ def model_bytes(path):
 
 
 MAX_MB_ENV = "DEPLOY_CHECK_MAX_MB"  # the zoo's memory budget in MB (default: memory_budget's)
-WORKER_MB = 1024  # the default budget a worker: what the issue's 2 GB on 2 cores allows
+WORKER_MB = 1024  # the budget a worker where the machine's available memory cannot be read
+MEMINFO = "/proc/meminfo"
 # Measured (docs/performance.md, "Where a zoo's memory goes"; keras.applications frozen graphs of 10-33 MB, pure-Python
 # protobuf, each converted by pipeline.check.tf2onnx_steps, 2026-11-28): a worker holds 565-570 MB once it has imported
 # TensorFlow and tf2onnx's converter and 595-602 MB (WORKER_BASE_BYTES) after a conversion, what it frees given
@@ -131,8 +132,10 @@ def expected_peak(nbytes):
 
 
 def memory_budget(workers):
-    """The memory a zoo of ``workers`` workers may use, in bytes: ``DEPLOY_CHECK_MAX_MB`` if set, else WORKER_MB a
-    worker, or half of what the machine has available now (Linux's MemAvailable) when that is less."""
+    """The memory a zoo of ``workers`` workers may use, in bytes: ``DEPLOY_CHECK_MAX_MB`` if set, else half of what
+    the machine has available now (Linux's MemAvailable: a zoo never plans on more than half of what is free), else
+    WORKER_MB a worker. Two workers need about 2 GB at most (docs/performance.md), so with 4 GB free both convert
+    all the time, and with less the big models wait for each other."""
     from pipeline.errors import DeployError
 
     value = os.environ.get(MAX_MB_ENV, "").strip()
@@ -145,15 +148,14 @@ def memory_budget(workers):
             raise DeployError("{}={!r}: expected a number of megabytes above 0 (the zoo's memory budget, e.g. 2048)"
                               .format(MAX_MB_ENV, value))
         return int(mb * (1 << 20))
-    budget = workers * WORKER_MB << 20
     try:
-        with open("/proc/meminfo") as meminfo:
+        with open(MEMINFO) as meminfo:
             for line in meminfo:
                 if line.startswith("MemAvailable:"):
-                    return min(budget, int(line.split()[1]) * 1024 // 2)
+                    return int(line.split()[1]) * 1024 // 2
     except (OSError, ValueError, IndexError):
         pass
-    return budget
+    return workers * WORKER_MB << 20
 
 
 def plan(sizes, workers=None, max_bytes=None):

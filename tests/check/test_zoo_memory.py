@@ -150,8 +150,25 @@ def test_the_budget_is_the_users_or_derived_from_the_machine(monkeypatch):
     monkeypatch.setenv(pool.MAX_MB_ENV, "1500")
     assert pool.memory_budget(2) == 1500 * MB
     monkeypatch.delenv(pool.MAX_MB_ENV)
-    default = pool.memory_budget(2)
-    assert 0 < default <= 2 * pool.WORKER_MB * MB
+    assert 0 < pool.memory_budget(2)
+
+
+def test_the_default_budget_is_half_of_the_available_memory(monkeypatch, tmp_path):
+    """Half of MemAvailable whatever it is (a 3 GB laptop: 1.5 GB, the big models one at a time; a 16 GB runner:
+    8 GB, both workers always converting); 1 GB a worker where /proc/meminfo cannot be read."""
+    monkeypatch.delenv(pool.MAX_MB_ENV, raising=False)
+    meminfo = tmp_path / "meminfo"
+    monkeypatch.setattr(pool, "MEMINFO", str(meminfo))
+    for available_kb, budget in ((3 << 20, 1536 * MB), (16 << 20, 8192 * MB)):
+        meminfo.write_text("MemTotal:       32000000 kB\nMemFree:  1000 kB\nMemAvailable:   {} kB\n".format(available_kb))
+        assert pool.memory_budget(2) == budget
+    sizes = [31 * MB, 21 * MB]  # DenseNet121 and MobileNetV3Large
+    meminfo.write_text("MemAvailable:   {} kB\n".format(3 << 20))
+    assert pool.plan(sizes, workers=2)[0] == 1  # 1.5 GB holds one worker converting
+    meminfo.write_text("MemAvailable:   {} kB\n".format(16 << 20))
+    assert pool.plan(sizes, workers=2)[0] == 2
+    meminfo.unlink()
+    assert pool.memory_budget(2) == 2 * pool.WORKER_MB * MB
     for bad in ("lots", "0", "-3"):
         monkeypatch.setenv(pool.MAX_MB_ENV, bad)
         with pytest.raises(DeployError, match="DEPLOY_CHECK_MAX_MB"):
