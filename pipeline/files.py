@@ -37,6 +37,15 @@ def installed_versions():
     return found
 
 
+def touch(path):
+    """Set ``path``'s modification time to now (a cache entry just used); quietly nothing where it cannot be
+    (a read-only cache, an entry removed meanwhile)."""
+    try:
+        os.utime(str(path))
+    except OSError:
+        pass
+
+
 def distribution_name(name):
     """A distribution's name normalised (PEP 503, with "_"): ``tensorflow-cpu`` and ``TensorFlow_CPU`` alike."""
     import re

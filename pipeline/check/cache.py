@@ -88,7 +88,9 @@ class AnswerCache:
             report.cached = {"stored": entry["stored"], "file": str(self.folder / (key + ".json"))}
         except Exception:  # noqa: BLE001 - a missing, truncated, foreign or old entry is a miss
             return None
-        touch(self.folder / (key + ".json"))
+        from pipeline.files import touch
+
+        touch(self.folder / (key + ".json"))  # used now: prune keeps it
         report.model["path"] = str(path)
         return report
 
@@ -118,14 +120,6 @@ class AnswerCache:
             return False
         prune(self.folder)
         return True
-
-
-def touch(path):
-    """Mark an entry as used now (a hit), so pruning keeps it; quietly nothing on a read-only cache."""
-    try:
-        os.utime(str(path))
-    except OSError:
-        pass
 
 
 def keep_days():

@@ -129,10 +129,9 @@ def cached_check_estimate(answers, path, target, signature=None, nodes=None, mod
         with open(str(where), "rb") as handle:
             entry = json.loads(handle.read().decode("utf-8"))
         if entry.get("key") == key and isinstance(entry.get("estimate"), dict) and entry["estimate"].get("made"):
-            try:
-                os.utime(str(where))  # used now: the answer cache's pruning keeps it (pipeline.check.cache.prune)
-            except OSError:
-                pass  # a read-only cache
+            from pipeline.files import touch
+
+            touch(where)  # used now: the answer cache's pruning keeps it (pipeline.check.cache.prune)
             return entry["estimate"]
     except (OSError, ValueError):
         pass  # a miss
