@@ -15,7 +15,6 @@ Neither raises for a model it cannot estimate: the summary says why instead (``{
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from pipeline.errors import DeployError
