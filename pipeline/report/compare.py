@@ -26,11 +26,14 @@ Red means persistent. A figure out of band on one night is **suspect** (verdict 
 warning; the night is kept as evidence). It is a **regression** when it persists: out of band on the
 previous night too (two consecutive nights, both beyond the band drawn with the nights' robust spread), or
 with the clipped mean of the last three nights beyond that mean's own band (a slow step, +5 %; this also
-judges a night beyond the tolerance but inside its one-night band), or beyond ``FIRST_NIGHT_SIGMAS`` sigma
+judges a night beyond the tolerance but inside its one-night band; the three nights' changes are measured from
+the Hodges-Lehmann centre of the reference nights before them, so a step's own first nights are not in their
+reference), or beyond ``FIRST_NIGHT_SIGMAS`` sigma
 and ``FIRST_NIGHT_FLOOR`` (12 %) on its first night (gate_stats.persistence_judgement). The previous
 nights are the newest history nights after the baseline that have figures on its fingerprint; their
-statuses come from their own ``comparison.json``. A suspect night stays out of the reference until the night after it passed; a night
-the gate called a regression stays out for good.
+statuses come from their own ``comparison.json``. A suspect night stays out of the reference until the night after
+it passed; a night with a figure improved (out of band the other way) waits one night; a night the gate called a
+regression stays out for good.
 
 Changes between (1) and (2) are "noise". Each row carries tonight's 95 % interval and the band it may
 lie in. Accuracy (engine top-1 agreement) regresses when it drops below the reference by more than the
@@ -102,9 +105,12 @@ def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
             hot += 1
             continue
         picked.append(night)
-    # a suspect night is under test until the night after it passed: out of the reference until then
-    picked = [n for i, n in enumerate(picked) if (n.get("gate") or {}).get("verdict") != "suspect"
-              or (i + 1 < len(picked) and (picked[i + 1].get("gate") or {}).get("verdict") == "pass")]
+    # a suspect night is under test until the night after it passed: out of the reference until then; a night with a
+    # figure out of band the other way (improved) waits one night: a night far off either way joins the reference
+    # only once a later night says whether it was drift (a two-night reference's median is their mean)
+    picked = [n for i, n in enumerate(picked) if (n.get("gate") or {}).get("verdict") != "suspect" and not (
+        _improved(n) and i + 1 == len(picked)) or (
+        i + 1 < len(picked) and (picked[i + 1].get("gate") or {}).get("verdict") == "pass")]
     picked = picked[-(nights - 1):] if nights > 1 else []
     notes = []
     if other:
@@ -121,6 +127,12 @@ def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
             len(failed), "" if len(failed) == 1 else "s",
             "; ".join("{}: {}".format(Path(n["dir"]).name, n["failed"]) for n in failed[:3])))
     return [baseline] + picked, notes
+
+
+def _improved(night):
+    """True when the night's comparison called a latency or throughput figure improved (out of band, faster)."""
+    return any(isinstance(r, dict) and r.get("status") == "improved" and r.get("figure") in LATENCY_FIGURES
+               for r in (night.get("gate") or {}).get("rows") or [])
 
 
 # --- the comparison
@@ -156,6 +168,9 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
     else:
         host = hw["kind"] == "host-cpu"
         prev_rows, recent = previous_nights(baseline, current, history, base_fp)
+        # the window's reference: the reference nights as they stood before the window's own nights
+        before_runs = reference_nights(baseline, current, [h for h in history if not any(
+            h is r for r in recent)], nights)[0]
         for bs in sorted(set(base_res) | set(cur_res)):
             if bs not in cur_res:
                 rows.append(_missing_row(bs, "measured in the baseline, not tonight"))
@@ -165,7 +180,8 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
                 rows.append(_missing_row(bs, "measured tonight, not in the baseline"))
                 continue
             rows += _latency_rows(bs, cur_res[bs], [results_by_batch(r).get(bs) or {} for r in ref_runs],
-                                  tolerance, k, host, prev_rows, [results_by_batch(r).get(bs) or {} for r in recent])
+                                  tolerance, k, host, prev_rows, [results_by_batch(r).get(bs) or {} for r in recent],
+                                  [results_by_batch(r).get(bs) or {} for r in before_runs])
         if host:
             notes.append("host CPU figures (not Jetson figures): a difference is called a regression only against "
                          "{} nights of history".format(MIN_NIGHTS))
@@ -238,12 +254,14 @@ def _missing_row(bs, why):
 
 
 FIGURES = (("p50_ms", 0.5, "p50 b{} (ms)"), ("p99_ms", 0.99, "p99 b{} (ms)"))
+LATENCY_FIGURES = ("p50_ms", "p99_ms", "throughput_ips")
 
 
-def _latency_rows(bs, cur, ref_rows, tolerance, k, host, prev_rows=None, recent=()):
+def _latency_rows(bs, cur, ref_rows, tolerance, k, host, prev_rows=None, recent=(), before=None):
     """p50, p99 and the measured throughput of batch size ``bs``: tonight's ``cur`` against the reference nights'
-    ``ref_rows``; ``prev_rows`` {(figure, batch size): status} of the previous night and ``recent`` (the last
-    nights' rows, newest last) for the persistence rule."""
+    ``ref_rows``; ``prev_rows`` {(figure, batch size): status} of the previous night, ``recent`` (the last
+    nights' rows, newest last) and ``before`` (the reference nights' rows before those) for the persistence rule."""
+    before = ref_rows if before is None else before
     rows = []
     n_ref = sum(1 for r in ref_rows if r.get("p50_ms"))
     allow = not host or n_ref >= MIN_NIGHTS
@@ -252,18 +270,19 @@ def _latency_rows(bs, cur, ref_rows, tolerance, k, host, prev_rows=None, recent=
         rows.append(_figure_row(key, label.format(bs), bs, cur.get(key), [r.get(key) for r in ref_rows],
                                 quantile_interval(cur, q), tolerance, k, True, allow,
                                 [quantile_interval(r, q) for r in ref_rows if r.get(key)],
-                                prev_rows.get((key, bs)), [r.get(key) for r in recent]))
+                                prev_rows.get((key, bs)), [r.get(key) for r in recent], [r.get(key) for r in before]))
     row = _figure_row("throughput_ips", "throughput b{} (img/s)".format(bs), bs, cur.get("throughput_ips"),
                       [r.get("throughput_ips") for r in ref_rows], mean_interval(cur, cur.get("throughput_ips")),
                       tolerance, k, False, allow, (),
-                      prev_rows.get(("throughput_ips", bs)), [r.get("throughput_ips") for r in recent])
+                      prev_rows.get(("throughput_ips", bs)), [r.get("throughput_ips") for r in recent],
+                      [r.get("throughput_ips") for r in before])
     row["note"] = "measured: the benchmark's throughput (interval from the calls' spread); " + row["note"]
     rows.append(row)
     return rows
 
 
 def _figure_row(key, label, bs, cur, values, interval, tolerance, k, lower_is_better, allow, ref_intervals=(),
-                previous=None, recent=()):
+                previous=None, recent=(), before=None):
     base = values[0] if values else None
     row = {"figure": key, "label": label, "batch_size": bs, "baseline": base, "current": cur,
            "interval": None if interval is None else [None if math.isinf(v) else v for v in interval]}
@@ -272,7 +291,7 @@ def _figure_row(key, label, bs, cur, values, interval, tolerance, k, lower_is_be
         return dict(row, reference=None, band=None, change=None, status="not compared",
                     note="not measured tonight" if cur is None else "not measured in the reference nights")
     judged = level_judgement(cur, values, interval, tolerance, k, lower_is_better, allow, ref_intervals)
-    judged = persistence_judgement(judged, cur, list(recent), previous, lower_is_better)
+    judged = persistence_judgement(judged, cur, list(recent), previous, lower_is_better, before)
     for private in ("threshold", "d", "night_var", "var", "n", "tol", "run_var", "logs", "allow", "k"):
         judged.pop(private, None)
     return dict(row, **judged)

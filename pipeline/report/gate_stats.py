@@ -12,6 +12,7 @@ MIN_NIGHTS = 5  # below this the MAD of the nights says little about their sprea
 SIGMA_PRIOR = 0.02  # night-to-night sigma (of ln figure) assumed until MIN_NIGHTS nights say otherwise
 SIGMA_FLOOR = 0.01  # the MAD of a few quiet nights can be near zero by chance
 MEDIAN_VAR = math.pi / 2  # variance of a median of n normal values: (pi / 2) sigma^2 / n
+HL_VAR = math.pi / 3  # variance of the Hodges-Lehmann centre of n normal values: (pi / 3) sigma^2 / n
 COMPARED = ("ok", "regression", "suspect", "improved", "noise")  # the statuses of a figure that was compared
 OUT_OF_BAND = ("suspect", "regression")  # a night's figure beyond its band (a regression: confirmed)
 # Red means persistent: a figure out of band is a regression only when it is confirmed by
@@ -21,8 +22,11 @@ OUT_OF_BAND = ("suspect", "regression")  # a night's figure beyond its band (a r
 #   - a window, for a figure beyond the tolerance tonight (out of band, or "noise": inside its one-night band): the
 #     mean of the last WINDOW nights' changes (tonight's included), each night clipped to within WINDOW_CLIP sigma
 #     of the three's median so one tail night neither makes nor hides a step, beyond WINDOW_K standard deviations
-#     of that mean (the robust spread / WINDOW, plus the reference median's error) and the tolerance: the slow
-#     step (+5 %) whose single nights flicker in and out of the band. A figure whose own sampling error outweighs
+#     of that mean (the robust spread / WINDOW, plus the reference's own error) and the tolerance: the slow
+#     step (+5 %) whose single nights flicker in and out of the band. The window's changes are measured from the
+#     reference as it stood before the window's nights (a step's first night that passed is not in it) and from
+#     its Hodges-Lehmann centre (the median of the nights' pairwise means: robust like the median, and nearly as
+#     exact as the mean on normal drift, variance HL_VAR sigma^2 / n). A figure whose own sampling error outweighs
 #     the nights' drift (a p99 of few calls), whose interval overlaps the reference's, or a host figure before
 #     MIN_NIGHTS nights is not made red by the window.
 # The robust spread: the larger of the MAD's sigma^2 and the nights' variance winsorized at SPREAD_CLIP MAD sigmas
@@ -141,12 +145,14 @@ def level_judgement(current, values, interval, tolerance, k, lower_is_better=Tru
     return row
 
 
-def persistence_judgement(judged, current, recent, previous_status, lower_is_better=True):
+def persistence_judgement(judged, current, recent, previous_status, lower_is_better=True, before=None):
     """Red means persistent. ``judged``: level_judgement's row for tonight's ``current``; ``recent``: this figure on the
     nights before tonight, newest last (None where a night did not measure it); ``previous_status``: its
-    status on the previous night (that night's comparison.json), or None. A figure out of band ("regression"
-    from level_judgement) stays a regression when confirmed (module comment above), else becomes "suspect"; a figure
-    beyond the tolerance but within the noise ("noise") becomes a regression when the window confirms it."""
+    status on the previous night (that night's comparison.json), or None; ``before``: this figure on the reference
+    nights as they stood before the window's nights (None: tonight's reference nights). A figure out of band
+    ("regression" from level_judgement) stays a regression when confirmed (module comment above), else becomes
+    "suspect"; a figure beyond the tolerance but within the noise ("noise") becomes a regression when the window
+    confirms it."""
     status, d = judged["status"], judged.get("d")
     if status not in ("regression", "noise") or d is None:
         return judged
@@ -157,7 +163,7 @@ def persistence_judgement(judged, current, recent, previous_status, lower_is_bet
                 _expm1(first)))
     judged_by_window = status == "regression" or (
         judged["allow"] and 0 < d <= judged["threshold"] and judged["run_var"] <= judged["night_var"])
-    window = _window(judged, current, recent, lower_is_better) if judged_by_window else None
+    window = _window(judged, current, recent, lower_is_better, before) if judged_by_window else None
     if status == "regression" and previous_status in OUT_OF_BAND:
         band = _robust_band(judged)
         last = _changes(judged, [v for v in recent[-1:] if v is not None and v > 0], lower_is_better)
@@ -196,18 +202,28 @@ def _robust_band(judged):
     return max(judged["tol"], judged["k"] * math.sqrt(spread + judged["night_var"] * MEDIAN_VAR / judged["n"]))
 
 
-def _window(judged, current, recent, lower_is_better):
-    """(the robust mean of the last WINDOW nights' changes, its limit), or None without WINDOW nights' figures."""
+def _window(judged, current, recent, lower_is_better, before=None):
+    """(the robust mean of the last WINDOW nights' changes, its limit), or None without WINDOW nights' figures. The
+    changes are from the Hodges-Lehmann centre of ``before`` (the reference nights before the window's; tonight's
+    reference nights when None or empty)."""
     window = [v for v in recent[-(WINDOW - 1):] if v is not None and v > 0]
     if len(window) < WINDOW - 1:
         return None
-    changes = _changes(judged, window + [current], lower_is_better)
-    night_var, n = judged["night_var"], judged["n"]
+    logs = [_ln(v) for v in before or () if v is not None and v > 0] or judged["logs"]
+    centre, sign = hodges_lehmann(logs), 1.0 if lower_is_better else -1.0
+    changes = [sign * (_ln(v) - centre) for v in window + [current]]
+    night_var = judged["night_var"]
     clip = WINDOW_CLIP * math.sqrt(night_var)
     mid = statistics.median(changes)
     mean = sum(min(max(c, mid - clip), mid + clip) for c in changes) / WINDOW
-    limit = max(judged["tol"], WINDOW_K * math.sqrt(_spread(judged) / WINDOW + night_var * MEDIAN_VAR / n))
+    limit = max(judged["tol"], WINDOW_K * math.sqrt(_spread(judged) / WINDOW + night_var * HL_VAR / len(logs)))
     return mean, limit
+
+
+def hodges_lehmann(values):
+    """The median of the pairwise means of ``values`` (each value with itself included): a centre as robust as the
+    median to a few tail nights (29 % of them), with the mean's precision on normal nights (95 %)."""
+    return statistics.median((a + b) / 2 for i, a in enumerate(values) for b in values[i:])
 
 
 LOG_SPAN = 700.0  # exp() of more overflows a float

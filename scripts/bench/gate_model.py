@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.gate_noise import DRIFTS, GOALS, level, share, wilson  # noqa: E402
+from bench.gate_noise import DRIFTS, GOALS, KEEP, level, share, wilson  # noqa: E402
 from pipeline.report import gate_stats  # noqa: E402
 
 MEDIANS = {1: 4.0, 8: 20.0}
@@ -65,7 +65,7 @@ def figures(samples, factor):
 
 class Night:
     def __init__(self, figs):
-        self.figs, self.verdict, self.status, self.rules = figs, None, {}, set()
+        self.figs, self.verdict, self.status, self.rules, self.improved = figs, None, {}, set(), False
 
 
 RULES = (("first", "on its first night"), ("two nights", "the night before too"), ("window", "nights is"))
@@ -77,15 +77,16 @@ def rules_of(note):
 
 
 def reference(baseline, kept):
-    picked = [n for n in kept[-20:] if n.verdict != "regression"]
-    picked = [n for i, n in enumerate(picked) if n.verdict != "suspect"
+    picked = [n for n in kept[-KEEP:] if n.verdict != "regression"]
+    picked = [n for i, n in enumerate(picked) if n.verdict != "suspect" and not (n.improved and i + 1 == len(picked))
               or (i + 1 < len(picked) and picked[i + 1].verdict == "pass")]
     return [baseline] + picked[-19:]
 
 
 def judge(baseline, night, kept, tolerance=0.03, k=2.0):
     """True when the night is red (a regression): deploy compare's verdict for these figures."""
-    ref, recent = reference(baseline, kept), kept[-20:]
+    ref, recent = reference(baseline, kept), kept[-KEEP:]
+    before = reference(baseline, kept[-KEEP:][:-(gate_stats.WINDOW - 1)])  # the window's reference: before its nights
     previous = recent[-1].status if recent else {}
     for (key, bs), (cur, interval) in night.figs.items():
         lower = key != "throughput_ips"
@@ -93,11 +94,13 @@ def judge(baseline, night, kept, tolerance=0.03, k=2.0):
         ref_intervals = [r.figs[(key, bs)][1] for r in ref] if lower else ()
         judged = gate_stats.level_judgement(cur, values, interval, tolerance, k, lower, True, ref_intervals)
         judged = gate_stats.persistence_judgement(judged, cur, [n.figs[(key, bs)][0] for n in recent],
-                                                  previous.get((key, bs)), lower)
+                                                  previous.get((key, bs)), lower,
+                                                  [r.figs[(key, bs)][0] for r in before])
         night.status[(key, bs)] = judged["status"]
         if judged["status"] == "regression":
             night.rules |= rules_of(judged["note"])
     statuses = set(night.status.values())
+    night.improved = "improved" in statuses
     night.verdict = "regression" if "regression" in statuses else "suspect" if "suspect" in statuses else "pass"
     return night.verdict == "regression"
 

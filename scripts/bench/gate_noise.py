@@ -7,7 +7,8 @@ summarized by the real ``pipeline.bench.latency.summarize``), judged with
 ``deploy compare BASELINE NIGHT --history <the kept nights> -o NIGHT/comparison.json``, a ``FAILED`` file
 added when the exit code is not 0, and the night kept. The gate's own reader picks the reference and reads
 the previous nights' comparison.json for the persistence rule. (The workflow keeps 30 nights; this passes the
-last 20, which the reference of 19 nights and the rule's last two nights need, to save time.)
+last 22, which the reference of 19 nights, the window's last two nights and its reference before them need, to
+save time.)
 
 The noise (per board and night):
 
@@ -58,7 +59,7 @@ FINGERPRINT = {"kind": "jetson", "board": "jetson_tx2", "model": "NVIDIA Jetson 
                "power_mode": {"mode_name": "MAXN", "mode_id": 0}, "clocks_locked": True}
 DRIFTS = ("normal", "t3", "uniform")
 GOALS = {0.25: (1, 0.99), 0.10: (2, 0.95), 0.05: (3, 0.90)}  # step: (caught by night, share)
-KEEP = 20  # the workflow keeps 30 nights; the reference reads 19 of them and the rule the last 2: 20 is enough here
+KEEP = 22  # the workflow keeps 30 nights; the reference reads 19 of them, the window the last 2 and the 19 before
 
 
 def parse(argv=None):

@@ -63,6 +63,31 @@ def test_quiet_nights_stay_quiet_and_a_better_night_is_never_red():
     assert judge(-0.05, [0.05, 0.05])[1]["status"] in ("noise", "improved")
 
 
+def test_the_window_measures_a_step_from_the_reference_before_its_own_nights():
+    """A +5 % step three nights after a baseline: its first night (+5 %, noise against a prior band) passed and
+    joined tonight's reference, which pulls that reference's centre up by a quarter of the step. Measured from the
+    reference as it stood before the window's nights (the baseline and two quiet nights), the three nights' mean
+    (+4.5 %) is beyond its limit (+4.1 %): red on the step's third night. Old: measured from tonight's reference
+    (+3.75 % against +3.9 %), the step stayed noise."""
+    before = [night(0.0), night(0.01), night(-0.01)]
+    cur = night(0.04)
+    judged = gs.level_judgement(cur, before + [night(0.05)], None, 0.03, 2.0)
+    assert judged["status"] == "noise"
+    result = gs.persistence_judgement(judged, cur, [night(0.05), night(0.045)], None, True, before)
+    assert result["status"] == "regression" and "the mean of the last 3 nights is +4.6%" in result["note"]
+    # tonight's reference as the window's (what the gate did before): the step's own first night hides it
+    assert gs.persistence_judgement(judged, cur, [night(0.05), night(0.045)], None, True)["status"] == "noise"
+
+
+def test_the_window_s_centre_is_hodges_lehmann_robust_and_near_the_mean():
+    """The median of the pairwise means: a tail night moves it little (the median's robustness), and on quiet nights
+    it sits near their mean (half again the median's precision: variance pi/3 sigma^2/n, not pi/2)."""
+    assert gs.hodges_lehmann([1.0, 2.0, 3.0]) == 2.0
+    assert gs.hodges_lehmann([0.0, 0.0, 0.0, 0.0, 1.0]) == 0.0  # one tail of five: the median of 15 pairwise means
+    assert abs(gs.hodges_lehmann([math.log(v / 4.0) for v in REFERENCE])) < 1e-12  # symmetric nights: their centre
+    assert gs.HL_VAR < gs.MEDIAN_VAR
+
+
 def test_a_figure_whose_own_sampling_error_outweighs_the_drift_is_not_judged_by_the_window():
     """A p99 of few calls (its 95 % interval +-6 %: sampling sigma 3 % > the nights' 2 %): the window leaves it."""
     cur = night(0.04)
@@ -103,6 +128,7 @@ def test_the_window_is_in_the_comparison_and_a_flickering_step_is_red_through_th
         code, result = judge_night(day, 4.0 * math.exp(SIGMA * z))
         assert code == 0, result["reasons"]
     assert result["persistence"]["window_statistic"] == "clipped mean"
+    assert result["persistence"]["window_reference"].startswith("Hodges-Lehmann")
     code, first = judge_night(20, 4.0 * math.exp(0.06))
     assert code == 0 and first["verdict"] == "suspect"
     code, second = judge_night(21, 4.0 * math.exp(0.032))

@@ -67,6 +67,21 @@ def test_a_suspect_night_that_does_not_persist_clears(tmp_path, capsys):
     assert code == 0 and later["reference"]["nights"] == 11  # baseline, 8 quiet, the suspect, the pass
 
 
+def test_a_night_far_faster_waits_a_night_before_it_joins_the_reference(tmp_path, capsys):
+    """A new baseline, then a night 15 % faster (a tail night, improved): in a two-night reference it would be half
+    the median, and an unchanged night after it would look 8 % slower (old: suspect, then red for nothing on the
+    next unchanged night). It joins the reference once a later night was judged without it."""
+    board = Board(tmp_path, quiet=())
+    code, fast = board.night(3.4)
+    assert code == 0 and fast["verdict"] == "pass" and p50(fast)["status"] == "improved"
+    code, after = board.night(4.0)
+    assert code == 0 and after["verdict"] == "pass", after["reasons"]
+    assert after["reference"]["runs"] == ["baseline"]
+    code, later = board.night(4.0)
+    assert code == 0 and later["verdict"] == "pass"
+    assert later["reference"]["runs"] == ["baseline", "night-02", "night-03"]  # the fast night, after a night's wait
+
+
 def test_the_window_confirms_a_slow_step_that_flickers(tmp_path, capsys):
     """+5 %, out of band, back inside on the next night (+2.5 %), out again: no two consecutive nights, but the
     clipped mean of the last three (+5 %) is beyond its band: a regression on the third night."""
