@@ -61,7 +61,7 @@ from pipeline.report.compare_format import format_junit, format_markdown, format
 from pipeline.report.gate_stats import (COMPARED, MIN_NIGHTS, OUT_OF_BAND, history_band,  # noqa: F401 - re-exported
                                         level_judgement, mean_interval, persistence_judgement, quantile_interval,
                                         relative_change)
-from pipeline.report.gate_nights import PERSISTENCE, benchmark_digest, previous_nights, throttled
+from pipeline.report.gate_nights import PERSISTENCE, baseline_hint, benchmark_digest, previous_nights, throttled
 from pipeline.report.machine import (FINGERPRINT_KEYS, fingerprint, fingerprint_differs, fingerprint_reasons,  # noqa: F401
                                      hardware)
 
@@ -197,6 +197,9 @@ def compare_runs(baseline, current, history=(), tolerance=DEFAULTS["tolerance"],
     suspects = [r for r in rows if r["status"] == "suspect"]
     if regressions:
         verdict = "regression"
+        hint = baseline_hint(baseline, current, history, base_fp, rows, len(ref_runs), tolerance)
+        if hint:
+            notes.append(hint)
         reasons.insert(0, "{} regression{}: {}".format(len(regressions), "" if len(regressions) == 1 else "s", ", ".join(
             "{} {}".format(r["label"], _pct(r["change"])) if isinstance(r["change"], float) and r["figure"] != "accuracy"
             else r["label"] for r in regressions)))

@@ -82,6 +82,33 @@ def test_a_night_far_faster_waits_a_night_before_it_joins_the_reference(tmp_path
     assert later["reference"]["runs"] == ["baseline", "night-02", "night-03"]  # the fast night, after a night's wait
 
 
+def test_a_red_run_of_nights_that_agree_with_each_other_says_the_baseline_may_be_the_outlier(tmp_path, capsys):
+    """A baseline night 8 % faster than the board's level (a tail night made the baseline): every night since sits
+    +8 % from it and the reference is the baseline alone, so the gate is red night after night, as for a real step
+    on the night after the baseline. From the third such night the comparison says so and what to do; quiet nights
+    and a step that does not agree with itself get no such line."""
+    board = Board(tmp_path, quiet=())
+    nights = [board.night(m) for m in (4.32, 4.33, 4.31, 4.32)]
+    assert [code for code, _ in nights] == [0, 4, 4, 4]
+    hints = [[n for n in result["notes"] if "baseline may be the outlier" in n] for _, result in nights]
+    assert hints[:2] == [[], []]
+    assert hints[2] and "the 3 nights since it agree with each other" in hints[2][0] and "+8." in hints[2][0]
+    assert "update_baseline" in hints[3][0] and "the 4 nights since it" in hints[3][0]
+    capsys.readouterr()
+    code = main(["compare", str(board.baseline), str(board.root / "history" / "night-05"), "--history",
+                 str(board.root / "history")])
+    assert code == 4 and "note: the baseline may be the outlier" in capsys.readouterr().out
+
+
+def test_no_outlier_hint_once_the_reference_holds_five_nights_or_when_the_nights_disagree(tmp_path, capsys):
+    board = Board(tmp_path)  # eight quiet nights: the reference is long enough to know the level
+    nights = [board.night(m) for m in (4.32, 4.33, 4.31)]
+    assert nights[-1][0] == 4 and not any("outlier" in n for n in nights[-1][1]["notes"])
+    other = Board(tmp_path / "other", quiet=())
+    nights = [other.night(m) for m in (4.32, 4.6, 4.9)]  # red, but the nights move apart: a drift, not an outlier
+    assert nights[-1][0] == 4 and not any("outlier" in n for n in nights[-1][1]["notes"])
+
+
 def test_the_window_confirms_a_slow_step_that_flickers(tmp_path, capsys):
     """+5 %, out of band, back inside on the next night (+2.5 %), out again: no two consecutive nights, but the
     clipped mean of the last three (+5 %) is beyond its band: a regression on the third night."""
