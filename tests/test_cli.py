@@ -148,6 +148,17 @@ def test_help_lists_every_command_and_the_exit_codes():
     assert "Exit codes: 0 success, 1 bad input or config, 2 model not deployable to the target, 3 a stage failed" in " ".join(res.stdout.split())
 
 
+def test_each_command_s_help_line_is_a_whole_sentence():
+    """deploy --help's line per verb is its docstring's first sentence, whole (it was the first docstring line, cut
+    mid-sentence: "compare ... noise-aware, and red", "check ... the onnx route")."""
+    from pipeline.cli.args import first_sentence
+
+    joined = " ".join(deploy("--help").stdout.split())
+    assert "noise-aware, and red only for a change that persists." in joined
+    assert "check Will this model convert for this Jetson? estimate" in joined
+    assert first_sentence("One. Two.") == "One." and first_sentence("e.g.x and more") == "e.g.x and more"
+
+
 def test_no_command_prints_usage_and_fails():
     res = deploy()
     assert res.returncode == 1 and "usage: deploy" in res.stderr

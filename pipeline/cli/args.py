@@ -120,11 +120,20 @@ class LazyChoices:
 
 
 def add_verb(subparsers, name, func):
-    """A sub-parser whose help is ``func``'s first docstring line, running ``func(args)``."""
-    first = func.__doc__.strip().splitlines()[0]
-    parser = subparsers.add_parser(name, help=first, description=first)
+    """A sub-parser running ``func(args)``: its help (``deploy --help``'s line) is the first sentence of ``func``'s
+    docstring, its description (``deploy NAME --help``) the docstring's first paragraph, both whole."""
+    paragraph = " ".join(line.strip() for line in func.__doc__.strip().split("\n\n")[0].splitlines())
+    parser = subparsers.add_parser(name, help=first_sentence(paragraph), description=paragraph)
     parser.set_defaults(func=func)
     return parser
+
+
+def first_sentence(text):
+    """``text`` up to its first full stop, question or exclamation mark followed by a space (all of it without)."""
+    for i, ch in enumerate(text):
+        if ch in ".?!" and text[i + 1:i + 2] == " ":
+            return text[:i + 1]
+    return text
 
 
 def add_group(subparsers, name, help, description, dest, metavar):
