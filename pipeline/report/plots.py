@@ -9,6 +9,7 @@ is deterministic: fixed ids (``svg.hashsalt``) and no date.
 import hashlib
 import io
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -181,7 +182,7 @@ def trend_svg(trend):
             status = panel.get("status")
             colour = COLORS[1] if status == "regression" else COLORS[2] if status in ("ok", "improved") else COLORS[0]
             ax.plot([n - 1], [ys[-1]], marker="o", markersize=7, color=colour, linestyle="none")
-        if ref:
+        if _percent_axis(ref, [v for v in ys if v == v] + [b for b in band or () if b is not None]):
             sec = ax.secondary_yaxis("right", functions=(lambda v, r=ref: (v / r - 1) * 100, lambda p, r=ref: r * (1 + p / 100)))
             sec.set_ylabel("% of reference", fontsize=8)
             sec.tick_params(labelsize=7)
@@ -194,6 +195,20 @@ def trend_svg(trend):
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     return _svg(fig)
+
+
+def _percent_axis(ref, values):
+    """True when the right axis in % of ``ref`` is drawable: every value over ``ref`` finite and within a million
+    (a denormal reference, 5e-324, makes the percentages infinite and matplotlib refuses the axis)."""
+    if not ref or not math.isfinite(ref):
+        return False
+    try:
+        return all(abs(v / ref) <= CHANGE_SPAN for v in values if math.isfinite(v))
+    except (OverflowError, ZeroDivisionError):
+        return False
+
+
+CHANGE_SPAN = 1e6
 
 
 def power_svg(rails):
