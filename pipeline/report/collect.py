@@ -164,5 +164,8 @@ def expand_history(paths):
             runs.extend(found)
         else:
             raise DeployError("--history {}: no such folder".format(p))
-    loaded = [load_run(r) for r in runs]
+    unique = {}
+    for r in runs:  # a night named twice (--history DIR --history DIR/night) is one night
+        unique.setdefault(str(r.resolve()), r)
+    loaded = [load_run(r) for r in unique.values()]
     return sorted(loaded, key=lambda r: (r.get("when") or "", r["dir"]))

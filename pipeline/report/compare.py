@@ -86,13 +86,17 @@ def _identity(run):
 def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
     """(reference runs, oldest first with the baseline first, notes): the baseline and the last
     ``nights - 1`` history nights on its fingerprint. The current run and copies of the baseline are
-    not history; a night the gate called a regression is left out; failed nights stay, flagged."""
+    not history, nor is a night that finished after the current run (re-judging an old night against the whole
+    archive); a night the gate called a regression is left out; failed nights stay, flagged."""
     base_fp = fingerprint(baseline)
     skip = {_identity(baseline), _identity(current), (None, str(Path(baseline["dir"]).resolve())),
             (None, str(Path(current["dir"]).resolve()))}
-    picked, other, regressed, hot = [], 0, 0, 0
+    picked, other, regressed, hot, later = [], 0, 0, 0, 0
     for night in history:
         if _identity(night) in skip or (None, str(Path(night["dir"]).resolve())) in skip:
+            continue
+        if current.get("when") and (night.get("when") or "") > current["when"]:
+            later += 1
             continue
         has_figures = bool(results_by_batch(night))
         if has_figures and fingerprint_differs(base_fp, fingerprint(night)):
@@ -108,11 +112,13 @@ def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
     # a suspect night is under test until the night after it passed: out of the reference until then; a night with a
     # figure out of band the other way (improved) waits one night: a night far off either way joins the reference
     # only once a later night says whether it was drift (a two-night reference's median is their mean)
-    picked = [n for i, n in enumerate(picked) if (n.get("gate") or {}).get("verdict") != "suspect" and not (
-        _improved(n) and i + 1 == len(picked)) or (
+    picked = [n for i, n in enumerate(picked) if not _waiting(n, picked[i + 1:]) or (
         i + 1 < len(picked) and (picked[i + 1].get("gate") or {}).get("verdict") == "pass")]
     picked = picked[-(nights - 1):] if nights > 1 else []
     notes = []
+    if later:
+        notes.append("{} history night{} finished after this run, not in its reference".format(
+            later, "" if later == 1 else "s"))
     if other:
         notes.append("{} history night{} measured on another fingerprint, not in the reference".format(
             other, "" if other == 1 else "s"))
@@ -127,6 +133,12 @@ def reference_nights(baseline, current, history, nights=DEFAULTS["nights"]):
             len(failed), "" if len(failed) == 1 else "s",
             "; ".join("{}: {}".format(Path(n["dir"]).name, n["failed"]) for n in failed[:3])))
     return [baseline] + picked, notes
+
+
+def _waiting(night, after):
+    """True while a night is under test: suspect, or improved with no night with figures after it yet."""
+    suspect = (night.get("gate") or {}).get("verdict") == "suspect"
+    return suspect or (_improved(night) and not any(results_by_batch(n) for n in after))
 
 
 def _improved(night):

@@ -19,7 +19,7 @@ from pipeline.report.gate_stats import (FIRST_NIGHT_FLOOR, FIRST_NIGHT_SIGMAS, M
 from pipeline.report.machine import fingerprint, fingerprint_differs
 
 PERSISTENCE = {"confirm_nights": 2, "window_nights": WINDOW, "window_statistic": "clipped mean",
-               "window_reference": "Hodges-Lehmann centre of the reference nights before the window's",
+               "window_reference": "hodges-lehmann, nights before the window",
                "window_k": WINDOW_K, "window_clip_sigmas": WINDOW_CLIP, "spread_clip_sigmas": SPREAD_CLIP,
                "first_night_sigmas": FIRST_NIGHT_SIGMAS, "first_night_floor": FIRST_NIGHT_FLOOR}
 CLOCK_MOVED = 0.97  # a GPU clock whose lowest sample in the timed loop is below 97 % of its highest moved

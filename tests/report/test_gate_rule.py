@@ -67,7 +67,7 @@ def test_the_window_measures_a_step_from_the_reference_before_its_own_nights():
     """A +5 % step three nights after a baseline: its first night (+5 %, noise against a prior band) passed and
     joined tonight's reference, which pulls that reference's centre up by a quarter of the step. Measured from the
     reference as it stood before the window's nights (the baseline and two quiet nights), the three nights' mean
-    (+4.5 %) is beyond its limit (+4.1 %): red on the step's third night. Old: measured from tonight's reference
+    (+4.6 %) is beyond its limit (+4.1 %): red on the step's third night. Old: measured from tonight's reference
     (+3.75 % against +3.9 %), the step stayed noise."""
     before = [night(0.0), night(0.01), night(-0.01)]
     cur = night(0.04)
@@ -84,8 +84,28 @@ def test_the_window_s_centre_is_hodges_lehmann_robust_and_near_the_mean():
     it sits near their mean (half again the median's precision: variance pi/3 sigma^2/n, not pi/2)."""
     assert gs.hodges_lehmann([1.0, 2.0, 3.0]) == 2.0
     assert gs.hodges_lehmann([0.0, 0.0, 0.0, 0.0, 1.0]) == 0.0  # one tail of five: the median of 15 pairwise means
+    assert gs.hodges_lehmann([0.0, 1.0, 3.0]) == 1.25  # neither the median (1) nor the mean (1.33)
     assert abs(gs.hodges_lehmann([math.log(v / 4.0) for v in REFERENCE])) < 1e-12  # symmetric nights: their centre
     assert gs.HL_VAR < gs.MEDIAN_VAR
+
+
+def test_the_window_on_a_throughput_red_when_it_falls_not_when_it_rises():
+    """Throughput: higher is better. Falling 5 % over three nights (from the reference before them) is red; the
+    same nights rising is not."""
+    before = [250.0, 252.5, 247.5]
+
+    def judged(change):
+        cur = 250.0 * math.exp(change)
+        row = gs.level_judgement(cur, before + [250.0 * math.exp(change * 1.2)], None, 0.03, 2.0, False)
+        return row, cur
+
+    row, cur = judged(-0.04)
+    assert row["status"] == "noise"
+    recent = [250.0 * math.exp(-0.05), 250.0 * math.exp(-0.045)]
+    assert gs.persistence_judgement(row, cur, recent, None, False, before)["status"] == "regression"
+    row, cur = judged(0.04)
+    recent = [250.0 * math.exp(0.05), 250.0 * math.exp(0.045)]
+    assert gs.persistence_judgement(row, cur, recent, None, False, before)["status"] in ("improved", "noise")
 
 
 def test_a_figure_whose_own_sampling_error_outweighs_the_drift_is_not_judged_by_the_window():
@@ -128,7 +148,7 @@ def test_the_window_is_in_the_comparison_and_a_flickering_step_is_red_through_th
         code, result = judge_night(day, 4.0 * math.exp(SIGMA * z))
         assert code == 0, result["reasons"]
     assert result["persistence"]["window_statistic"] == "clipped mean"
-    assert result["persistence"]["window_reference"].startswith("Hodges-Lehmann")
+    assert result["persistence"]["window_reference"] == "hodges-lehmann, nights before the window"
     code, first = judge_night(20, 4.0 * math.exp(0.06))
     assert code == 0 and first["verdict"] == "suspect"
     code, second = judge_night(21, 4.0 * math.exp(0.032))

@@ -5,6 +5,7 @@ no data and a failed night stay red at once. Each night is judged by the real `d
 (pipeline.cli.main in-process), its comparison.json written into the night as the workflow does."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,35 @@ def test_a_night_far_faster_waits_a_night_before_it_joins_the_reference(tmp_path
     code, later = board.night(4.0)
     assert code == 0 and later["verdict"] == "pass"
     assert later["reference"]["runs"] == ["baseline", "night-02", "night-03"]  # the fast night, after a night's wait
+
+
+def test_the_window_through_the_cli_measures_from_the_reference_before_its_nights(tmp_path, capsys):
+    """Eight quiet nights, then a step whose first two nights are within the tolerance (+2.8 %, +2.9 %: ok, the first
+    joins the reference) and tonight +3.7 %: measured from the reference before the window's nights, the three
+    nights' mean is beyond the tolerance, red by the window. Measured from tonight's reference (the step's own
+    first night in it: what deploy compare did before), tonight stayed suspect."""
+    board = Board(tmp_path)
+    assert [board.night(m)[0] for m in (4.115, 4.108)] == [0, 0]
+    code, third = board.night(4.145)
+    assert code == 4 and "the mean of the last 3 nights" in p50(third)["note"], p50(third)
+
+
+def test_a_night_that_finished_after_the_current_run_is_not_in_its_reference(tmp_path):
+    """Re-judging an old night against the whole archive: nights after it are not its reference (nor its window's)."""
+    runs = [load_run(make_night(tmp_path / "n{:02d}".format(d), d, 4.0 if d < 5 else 5.0)) for d in range(2, 9)]
+    base = load_run(make_night(tmp_path / "base", 1, 4.0))
+    result = compare_runs(base, runs[2], history=runs)
+    assert result["reference"]["runs"] == ["base", "n02", "n03"]
+    assert any("finished after this run" in n for n in result["notes"])
+
+
+def test_a_night_named_twice_in_the_history_is_one_night(tmp_path, capsys):
+    from pipeline.report.collect import expand_history
+
+    board = Board(tmp_path, quiet=(4.0, 4.02))
+    history = board.root / "history"
+    runs = expand_history([history, history / "night-03", history / "night-03"])
+    assert [Path(r["dir"]).name for r in runs] == ["night-02", "night-03"]
 
 
 def test_a_red_run_of_nights_that_agree_with_each_other_says_the_baseline_may_be_the_outlier(tmp_path, capsys):
