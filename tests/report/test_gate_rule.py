@@ -215,6 +215,9 @@ def test_gate_bound_reproduces_the_closed_form_and_the_corrections_raise_it():
     3-20 normal nights has a smaller variance, and three tries catch more: each correction raises it, and
     neither reaches 90 %."""
     gate_bound = _bench("gate_bound")
-    closed, exact, tries = gate_bound.bound(0.01, 0.02, math.log(1.05), 40000, 7)
+    closed, exact, tries, known, estimated = gate_bound.bound(0.01, 0.02, math.log(1.05), 40000, 7)
     assert round(100 * closed, 1) == 87.4
     assert closed < exact <= tries < 0.90
+    # a mean reference: above 90 % only for a test that knew sigma; estimating it from the nights costs more than
+    # the mean gains (docs/nightly.md: 91.6 % and 83.7 % at 200,000 draws)
+    assert estimated < 0.86 < 0.90 < known
