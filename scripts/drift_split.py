@@ -28,12 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.errors import DeployError  # noqa: E402
 from pipeline.report.collect import expand_history, results_by_batch  # noqa: E402
+from pipeline.report.verdict import parse_stamp  # noqa: E402
 
 
 def night_of(when, day_starts):
-    """The night (a date) a run finished in: ``when`` (ISO 8601 with its offset) minus ``day_starts`` hours, in UTC."""
-    stamp = datetime.datetime.strptime(when, "%Y-%m-%dT%H:%M:%S%z").astimezone(datetime.timezone.utc)
-    return (stamp - datetime.timedelta(hours=day_starts)).date().isoformat()
+    """The night (a date) a run finished in: ``when`` (ISO 8601; UTC without an offset) minus ``day_starts`` hours,
+    in UTC; None when ``when`` is not a time stamp."""
+    stamp = parse_stamp(when)
+    if stamp is None:
+        return None
+    return (stamp.astimezone(datetime.timezone.utc) - datetime.timedelta(hours=day_starts)).date().isoformat()
 
 
 def split(runs, figure="p50_ms", batch=1, day_starts=12):
@@ -41,9 +45,10 @@ def split(runs, figure="p50_ms", batch=1, day_starts=12):
     nights = {}
     for run in runs:
         value = (results_by_batch(run).get(batch) or {}).get(figure)
-        if not run.get("when") or not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        night = night_of(run.get("when"), day_starts)
+        if night is None or not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
             continue
-        nights.setdefault(night_of(run["when"], day_starts), []).append(math.log(value))
+        nights.setdefault(night, []).append(math.log(value))
     groups = [v for _, v in sorted(nights.items()) if len(v) >= 2]
     if len(groups) < 2:
         raise DeployError("{} night{} with two runs or more of {} at batch {} (of {} runs read): benchmark at least "

@@ -118,7 +118,7 @@ def stale_reason(gate, run):
         if now != str(judged):
             return "it judged another benchmark (sha256 {}…; benchmark.json now {}…)".format(str(judged)[:12], now[:12])
         return None
-    when, made = _stamp(current.get("when")), _stamp(_benchmark_made(run))
+    when, made = parse_stamp(current.get("when")), parse_stamp(_benchmark_made(run))
     if when is not None and made is not None and made > when:
         return "it judged the run that finished {}; this run's benchmark was made {}, after it".format(
             current["when"], _benchmark_made(run))
@@ -136,7 +136,7 @@ def _benchmark_made(run):
     return manifest.get("started") if isinstance(manifest, dict) else None
 
 
-def _stamp(text):
+def parse_stamp(text):
     """A record's time stamp (2026-11-27T22:56:27+0000, ISO 8601) as an aware datetime, else None."""
     from datetime import datetime, timezone
 

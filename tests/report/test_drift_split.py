@@ -54,3 +54,7 @@ def test_one_run_a_night_is_a_one_line_error(tmp_path, capsys):
                                         ("2026-11-04T13:00:00+0100", "2026-11-04")])
 def test_a_night_runs_from_noon_to_noon_utc(when, night):
     assert drift_split.night_of(when, 12) == night
+
+
+def test_a_run_without_a_readable_finish_time_is_left_out():
+    assert drift_split.night_of("yesterday", 12) is None and drift_split.night_of(None, 12) is None
