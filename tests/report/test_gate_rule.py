@@ -221,3 +221,38 @@ def test_gate_bound_reproduces_the_closed_form_and_the_corrections_raise_it():
     # a mean reference: above 90 % only for a test that knew sigma; estimating it from the nights costs more than
     # the mean gains (docs/nightly.md: 91.6 % and 83.7 % at 200,000 draws)
     assert estimated < 0.86 < 0.90 < known
+
+
+def test_gate_model_by_night_keeps_the_default_runs_first_three_nights():
+    """--by-night N draws a step's later nights from a generator of their own: its count by night 3 is the default
+    run's, the counts by night grow, and they add up to the steps caught."""
+    import collections
+
+    gate_model = _bench("gate_model")
+    default = gate_model.simulate("normal", 2, 9, 3, 0, [0.05])
+    why = collections.Counter()
+    quiet, caught = gate_model.simulate("normal", 2, 9, 3, 0, [0.05], why, {0.05: 5})
+    assert quiet == default[0]
+    by_night = [sum(why[("night", 0.05, i)] for i in range(1, j + 1)) for j in range(1, 6)]
+    assert by_night[2] == default[1][0.05][0] and by_night == sorted(by_night)
+    assert by_night[-1] == caught[0.05][0] and caught[0.05][1] == default[1][0.05][1] == 6
+
+
+def test_gate_model_oracle_and_other_k_never_exit_met_and_leave_the_gate_as_it_ships(capsys, monkeypatch):
+    """--sigma-known, --window-k and --by-night change the measurement for the run only, and a run of them never says
+    "met" (exit 0) even when its figures would: they measure a ceiling, not the gate as it ships."""
+    from pipeline.report import gate_stats
+
+    gate_model = _bench("gate_model")
+    shipped = gate_stats.MIN_NIGHTS, gate_stats.SIGMA_PRIOR, gate_stats.WINDOW_K
+    assert gate_model.main(["--drift", "uniform", "--sequences", "1", "--length", "6", "--seed", "0",
+                            "--sigma-known", "0.0115", "--window-k", "2.2"]) == 1
+    assert (gate_stats.MIN_NIGHTS, gate_stats.SIGMA_PRIOR, gate_stats.WINDOW_K) == shipped
+    assert "| uniform |" in capsys.readouterr().out
+    seen = []
+    monkeypatch.setattr(gate_model, "_run", lambda args: seen.append(
+        (gate_stats.MIN_NIGHTS, gate_stats.SIGMA_PRIOR, gate_stats.WINDOW_K)) or True)
+    assert gate_model.main([]) == 0
+    assert [gate_model.main([flag, value]) for flag, value in (("--sigma-known", "0.02"), ("--window-k", "2.2"),
+                                                                ("--by-night", "4"))] == [1, 1, 1]
+    assert seen == [shipped, (10 ** 9, 0.02, shipped[2]), (shipped[0], shipped[1], 2.2), shipped]
