@@ -1,5 +1,6 @@
 """Small shared helpers: content hashes of files and directories, atomic writes, the paused garbage
-collector, a child that dies with its parent, the installed packages' versions read from their folders."""
+collector, a child that dies with its parent, the installed packages' versions read from their folders, and the model
+files deploy run starts from."""
 
 import contextlib
 import functools
@@ -300,3 +301,33 @@ def onnx_file(path):
             raise DeployError("expected one .onnx file in {}, found {}".format(path, len(found)))
         return found[0]
     return path
+
+
+# --- the model files deploy run starts from (model.source): pipeline.stages.source_artifacts
+
+SOURCE_KINDS = "a .keras/.h5 file, a SavedModel directory or a frozen .pb"
+SOURCE_SUFFIXES = {".keras": "keras_model", ".h5": "keras_model", ".pb": "frozen_graph", ".pbtxt": "frozen_graph"}
+# model files deploy check reads that are not a start of the pipeline: (what it is, what to do instead)
+NOT_A_START = {
+    ".onnx": ("an ONNX model", "build its engine on the board: trtexec --onnx={path} --saveEngine={stem}.engine"),
+    ".meta": ("a TF1 meta graph", "freeze it with its checkpoint (tf.compat.v1.graph_util."
+                                  "convert_variables_to_constants) and give the frozen .pb"),
+}
+
+
+def source_problem(source):
+    """Why ``deploy run`` (its ``model.source``) cannot start from the model at ``source``: the words after
+    "model.source: SOURCE", or None. An ONNX model and a TF1 meta graph are checked by ``deploy check`` but are not a start of the pipeline."""
+    path = Path(source)
+    if not path.exists():
+        return "not found"
+    if path.is_dir():
+        return None if (path / "saved_model.pb").exists() else \
+            "is a directory without saved_model.pb; give {}".format(SOURCE_KINDS)
+    suffix = path.suffix.lower()
+    if suffix in SOURCE_SUFFIXES:
+        return None
+    if suffix in NOT_A_START:
+        what, todo = NOT_A_START[suffix]
+        return "is {}: deploy run starts from {}; {}".format(what, SOURCE_KINDS, todo.format(path=source, stem=path.stem))
+    return "is not {}".format(SOURCE_KINDS)

@@ -236,6 +236,23 @@ def test_validate_checks_the_paths_a_config_names(tmp_path, cli):
         "a frozen .pb".format(config, tmp_path)]  # the checkpoint prefix exists; a generated dataset may be missing
 
 
+def test_validate_refuses_a_model_source_deploy_run_cannot_start_from(tmp_path, cli):
+    """An ONNX model or a TF1 meta graph is checked by deploy check but is not a start of the pipeline: validate says
+    so (what to do instead), as deploy run would, instead of "ok"."""
+    for name, words in (("m.onnx", "is an ONNX model: deploy run starts from a .keras/.h5 file, a SavedModel "
+                                   "directory or a frozen .pb; build its engine on the board: trtexec --onnx="),
+                        ("m.meta", "is a TF1 meta graph: deploy run starts from"),
+                        ("m.tflite", "is not a .keras/.h5 file, a SavedModel directory or a frozen .pb")):
+        (tmp_path / name).write_bytes(b"\x08\x07")
+        config = tmp_path / "c.yaml"
+        config.write_text("run: {{name: x, dir: {r}}}\nmodel: {{source: {r}/{n}}}\ntarget: host_cpu\n"
+                          "dataset: {{path: {r}/gen, generate: shapes}}\nstages: {{check: {{}}}}\n".format(r=tmp_path, n=name))
+        res = cli("validate", config)
+        assert res.returncode == 1, res.stdout
+        assert res.stderr.strip().splitlines() == ["deploy: error: {}:2 model.source: {}/{} {}".format(
+            config, tmp_path, name, words)] if name == "m.tflite" else words in res.stderr, res.stderr
+
+
 def _bomb():
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     prev = "a"

@@ -96,6 +96,12 @@ def next_command(report):
 
     if not report.deployable:
         return ""
+    from pipeline.files import NOT_A_START, SOURCE_KINDS
+
+    path = Path(report.model["path"])
+    if path.suffix.lower() in NOT_A_START:  # deploy run cannot start from it: what to do instead
+        return "next: {}  (deploy run starts from {})".format(
+            NOT_A_START[path.suffix.lower()][1].format(path=report.model["path"], stem=path.stem), SOURCE_KINDS)
     config = Path(__file__).resolve().parents[2] / "configs" / "{}.yaml".format(report.target["name"])
     if config.is_file():
         from pipeline.targets.files import display

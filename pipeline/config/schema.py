@@ -326,9 +326,15 @@ class Config(_Section):
         from pipeline.train.fit import check_init_from
 
         problems = []
-        if self.model.source is not None and not Path(self.model.source).exists():
-            problems.append("{} model.source: {} not found; give a .keras/.h5 file, a SavedModel directory or a frozen "
-                            ".pb".format(self.where("model", "source"), self.model.source))
+        if self.model.source is not None:
+            from pipeline.files import SOURCE_KINDS, source_problem
+
+            problem = source_problem(self.model.source)
+            if problem == "not found":
+                problem += "; give " + SOURCE_KINDS
+            if problem:
+                problems.append("{} model.source: {} {}".format(self.where("model", "source"), self.model.source,
+                                                                problem))
         train = self.stages.train
         if train is not None:
             try:

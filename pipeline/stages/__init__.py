@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from pipeline.errors import DeployError
+from pipeline.files import SOURCE_SUFFIXES, source_problem
 
 # Modules that register stages, imported lazily by ``registry()``, in pipeline order: where the declared
 # inputs leave two stages unordered, the one whose module comes first here runs first.
@@ -176,19 +177,14 @@ def source_artifacts(config):
     source = config.model.source
     if source is None:
         return {}
+    problem = source_problem(source)
+    if problem:
+        raise DeployError("model.source: {} {}".format(source, problem))
     path = Path(source)
-    if not path.exists():
-        raise DeployError("model.source: {} not found".format(source))
     if path.is_dir():
-        if not (path / "saved_model.pb").exists():
-            raise DeployError("model.source: {} is a directory without saved_model.pb; give a SavedModel directory, a .keras/.h5 file or a frozen .pb".format(source))
         return {"saved_model": path}
-    suffix = path.suffix.lower()
-    if suffix in (".keras", ".h5"):
-        train = config.stages.train
-        if train is not None and train.init_from:
-            return {}  # the train stage fine-tunes this model from init_from (pipeline.train.restore.config_model)
-        return {"keras_model": path}
-    if suffix in (".pb", ".pbtxt"):
-        return {"frozen_graph": path}
-    raise DeployError("model.source: {} is not a .keras/.h5 file, a SavedModel directory or a frozen .pb".format(source))
+    kind = SOURCE_SUFFIXES[path.suffix.lower()]
+    train = config.stages.train
+    if kind == "keras_model" and train is not None and train.init_from:
+        return {}  # the train stage fine-tunes this model from init_from (pipeline.train.restore.config_model)
+    return {kind: path}

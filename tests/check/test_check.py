@@ -295,3 +295,15 @@ def test_rewrite_auto_fixes_onnx_opset_and_uint8_input(models, cli):
         receipt = json.loads((models / (name + "_fixed.rewrite.json")).read_text())
         assert [p["pass"] for p in receipt["passes"]] == passes and receipt["check_before"]["deployable"] is False
         assert cli("check", models / (name + "_fixed.onnx"), "--target", "jetson_tx2").returncode == 0
+
+
+def test_a_yes_for_an_onnx_model_names_trtexec_not_a_deploy_run_that_would_refuse_it(models):
+    """deploy run starts from TensorFlow: after a YES for an ONNX model the next step is its engine on the board."""
+    from pipeline.check.report import next_command
+
+    report = check_model(fixtures.onnx_model(models / "next.onnx", opset=15), load_target("xavier_nx"))
+    assert report.deployable
+    line = next_command(report)
+    assert line.startswith("next: build its engine on the board: trtexec --onnx={} --saveEngine=next.engine".format(
+        models / "next.onnx")), line
+    assert "deploy run starts from a .keras/.h5 file, a SavedModel directory or a frozen .pb" in line
