@@ -337,3 +337,15 @@ def test_data_shapes_takes_format_json(tmp_path, capsys):
                  "--val-per-class", "0", "--format", "json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["train"] == 4 and summary["val"] == 0 and len(summary["classes"]) == 4
+
+
+def test_data_shapes_makes_the_dataset_a_config_generates():
+    """README: `deploy data shapes DIR` makes the dataset the shipped configs use: its defaults are the config's
+    dataset section's (a dataset made first is the one deploy run then trains on: it generates only a missing one)."""
+    from pipeline.cli import build_parser
+    from pipeline.config.schema import DatasetSection
+
+    args = build_parser().parse_args(["data", "shapes", "somewhere"])
+    fields = DatasetSection.model_fields
+    assert (args.train_per_class, args.val_per_class) == (fields["train_per_class"].default,
+                                                          fields["val_per_class"].default)

@@ -10,8 +10,9 @@ def add_parser(subparsers):
     p = add_verb(kinds, "shapes", shapes)
     p.add_argument("dir", help="where to write it (must not exist or be empty)")
     p.add_argument("--size", type=count, default=96, help="image size in pixels (default 96)")
-    p.add_argument("--train-per-class", type=count, default=60, help="training images per class (default 60)")
-    p.add_argument("--val-per-class", type=int, default=20, help="validation images per class (default 20)")
+    # the defaults of a config's dataset section (pipeline.config.schema.DatasetSection): the dataset deploy run makes
+    p.add_argument("--train-per-class", type=count, default=150, help="training images per class (default 150)")
+    p.add_argument("--val-per-class", type=int, default=30, help="validation images per class (default 30)")
     p.add_argument("--seed", type=int, default=0)
     add_format(p, ("text", "json"), help="text (default) or json (classes, image counts, size, path)")
 
