@@ -365,3 +365,18 @@ def test_run_eagerly_is_a_train_option_and_refused_with_distribute(write):
     path = write("e.yaml", GOOD.replace("epochs: 2", "epochs: 2\n    run_eagerly: true\n    distribute: {strategy: mirrored}"))
     with pytest.raises(ConfigError, match=r"e.yaml:\d+ stages.train: run_eagerly is not possible with distribute"):
         load_config(path)
+
+
+def test_validate_refuses_a_benchmark_batch_above_the_engine_s_and_a_dla_core_the_target_lacks(cli):
+    """Both failed only on the board, after the host stages (pipeline/device/engine.py); validate now says so first."""
+    res = cli("validate", ROOT / "configs" / "jetson_tx2.yaml", "--set", "stages.benchmark.batch_sizes=[16]")
+    assert res.returncode == 1 and "stages.benchmark.batch_sizes has 16 but stages.engine.max_batch_size is 8" in res.stderr
+    assert cli("validate", ROOT / "configs" / "jetson_tx2.yaml", "--set", "stages.benchmark.batch_sizes=[16]", "--set",
+               "stages.engine.max_batch_size=16").returncode == 0
+    res = cli("validate", ROOT / "configs" / "jetson_tx2.yaml", "--set", "stages.engine.dla_core=0", "--set",
+              "stages.engine.precision=fp16", "--set", "stages.benchmark.batch_sizes=[8]")
+    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        "deploy: error: --set stages.engine.dla_core: 0: jetson_tx2 has no DLA cores; remove dla_core"], res.stderr
+    res = cli("validate", ROOT / "configs" / "agx_orin.yaml", "--set", "stages.engine.dla_core=1", "--set",
+              "stages.engine.precision=fp16", "--set", "stages.benchmark.batch_sizes=[8]")
+    assert res.returncode == 0, res.stderr

@@ -87,7 +87,7 @@ def validate_config(path, overrides=()):
     blocked = [p for p in problems if " target:" in p or "(top level)" in p]
     target, found = (None, []) if blocked else target_problems(
         data.get("target"), raw("engine", "precision"), raw("convert", "format"), raw("convert", "opset"),
-        lambda *keypath: source.locate(tuple(keypath)))
+        lambda *keypath: source.locate(tuple(keypath)), raw("engine", "dla_core"))
     problems += [p for p in found if not any(" {}:".format(p.split(" ", 2)[1].rstrip(":")) in q for q in problems)]
     if config is not None and not problems:
         problems += config.path_problems()

@@ -275,6 +275,16 @@ class Stages(_Section):
                                  engine.dla_core, sorted(set(bench.batch_sizes)), max(bench.batch_sizes)))
         return self
 
+    @model_validator(mode="after")
+    def _benchmark_fits_the_engine(self):
+        # the engine's optimisation profile runs batch 1 .. max_batch_size (pipeline/device/engine.py profile_for)
+        engine, bench = self.engine, self.benchmark
+        if engine is not None and bench is not None and bench.batch_sizes and max(bench.batch_sizes) > engine.max_batch_size:
+            raise ValueError("stages.benchmark.batch_sizes has {} but stages.engine.max_batch_size is {}: the engine's "
+                             "profile must cover every benchmarked batch; raise max_batch_size to {} or benchmark smaller "
+                             "batches".format(max(bench.batch_sizes), engine.max_batch_size, max(bench.batch_sizes)))
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _empty_means_defaults(cls, data):
@@ -312,7 +322,7 @@ class Config(_Section):
         engine, convert = self.stages.engine, self.stages.convert
         target, problems = target_problems(self.target, engine.precision if engine else None,
                                            convert.format if convert else None, convert.opset if convert else None,
-                                           self.where)
+                                           self.where, engine.dla_core if engine else None)
         if problems:
             raise DeployError(problems[0])
         return target
