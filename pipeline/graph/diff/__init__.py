@@ -5,7 +5,7 @@ TensorFlow names unnamed ops in creation order, so a rebuilt graph shows ``conca
 in one, ``conv2d`` in the next). Nodes are matched by what they compute:
 
 1. Bottom-up structural hashes: a node's op, its attributes (those starting with ``_`` and names
-   left out) and its inputs' hashes, in order. Constants hash by dtype and shape, not value (so
+   left out, naming attributes too: ``shared_name``, ``debug_name``, ... see structure.NAMING_ATTRS) and its inputs' hashes, in order. Constants hash by dtype and shape, not value (so
    changed weights still match, and are reported); pass-through Identity nodes are looked through
    (a graph and its ``optimize_for_inference`` copy without the ``/read`` Identities match).
    A hash found once on each side matches.

@@ -10,7 +10,7 @@ def differences(a, b, i, j, match, not_compared=None):
     """What differs between matched nodes A[i] and B[j]: op, attributes (with values), inputs. An attribute
     deploy cannot decode (a placeholder, an unset or unknown kind) is not compared: counted by name in
     ``not_compared`` (the report names each once), never a change of its own."""
-    from pipeline.graph.diff.structure import attr_signature, tensor_bytes
+    from pipeline.graph.diff.structure import NAMING_ATTRS, attr_signature, tensor_bytes
 
     what = []
     if a.ops[i] != b.ops[j]:
@@ -19,7 +19,7 @@ def differences(a, b, i, j, match, not_compared=None):
         xa, xb = a.attrs_of(i), b.attrs_of(j)
         changes = []
         for key in sorted(set(xa) | set(xb)):
-            if key.startswith("_"):
+            if key.startswith("_") or key in NAMING_ATTRS:  # names, like the nodes' own
                 continue
             if key in xa and key in xb and not (_readable(xa[key]) and _readable(xb[key])):
                 if not_compared is not None:

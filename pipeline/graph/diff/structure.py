@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 PASS_THROUGH = frozenset(["Identity", "Snapshot"])  # one input in, the same tensor out
+# Attributes that are names, not computation: a variable's or table's resource name (``shared_name``,
+# ``container``), the name Keras gave it (``debug_name``), a TensorArray's name. Two graphs identical up
+# to renaming differ in them too (model.export names a variable ``dense/bias_1``, tf.saved_model.save
+# ``dense/bias``), so they are left out like node names.
+NAMING_ATTRS = frozenset(["shared_name", "debug_name", "container", "tensor_array_name"])
 _SUFFIX = re.compile(r"_\d+(?=/|$)")
 
 
@@ -85,7 +90,9 @@ def reliable_names(names):
     return {i for form, i in first.items() if form not in repeated and form == names[i]}
 
 
-_PRIVATE_KEY = re.compile(rb"\x0a[\x80-\xff]*[\x00-\x7f]_")  # a map entry's key field starting with "_"
+# a map entry's key field (tag, length, key) starting with "_", or one of NAMING_ATTRS followed by its value's tag
+_PRIVATE_KEY = re.compile(rb"\x0a(?:[\x80-\xff]*[\x00-\x7f]_|\x0bshared_name\x12|\x0adebug_name\x12|"
+                          rb"\x09container\x12|\x11tensor_array_name\x12)")
 
 
 def from_graph_def(graph_def, source, outputs=None):
@@ -131,16 +138,16 @@ def from_graph_def(graph_def, source, outputs=None):
         nd.ClearField("input")
         nd.ClearField("device")
         body = nd.SerializeToString(deterministic=True)
-        if private_key(body) is None:  # no attribute name starts with "_" (most nodes): the bytes say it all
+        if private_key(body) is None:  # no attribute name starts with "_" nor is a name (most nodes): the bytes say it all
             sigs.append(hash(body))
             continue
         attr = nd.attr
-        private = [k for k in attr if k[:1] == "_"]
+        private = [k for k in attr if k[:1] == "_" or k in NAMING_ATTRS]
         if private:
             if "_output_shapes" in attr:
                 shapes[i] = [[d.size for d in s.dim] for s in attr["_output_shapes"].list.shape]
             sigs.append(hash((op, tuple((k, attr[k].SerializeToString(deterministic=True)) for k in sorted(attr)
-                                        if k[:1] != "_"))))
+                                        if k[:1] != "_" and k not in NAMING_ATTRS))))
         else:
             sigs.append(hash(body))
     index = {name: i for i, name in enumerate(names)}
@@ -210,13 +217,13 @@ def _add(names, ops, sigs, raw_inputs, const, attrs, name, op, inputs, node_attr
 
 
 def attr_signature(op, attrs):
-    """Decoded attributes as a hashable tuple: names starting with ``_`` left out, tensors by
-    dtype and shape (not values)."""
+    """Decoded attributes as a hashable tuple: names starting with ``_`` and NAMING_ATTRS left out,
+    tensors by dtype and shape (not values)."""
     if op == "Input":
         return ("input", attrs.get("position"), attrs.get("dtype"))
     items = []
     for key in sorted(attrs):
-        if key.startswith("_"):
+        if key.startswith("_") or key in NAMING_ATTRS:
             continue
         value = attrs[key]
         if hasattr(value, "nbytes") and hasattr(value, "dtype"):
