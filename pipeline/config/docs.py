@@ -17,8 +17,8 @@ merges a base under it: mappings merge key by key, anything else is replaced. `-
 overrides one key from the command line; the value is read as YAML (`--set stages.benchmark.batch_sizes=[1,4]`).
 Unknown keys are errors, with the closest known key suggested.
 
-`stages` lists the stages to run; they run in pipeline order (train, export, freeze, convert,
-engine, benchmark) whatever the order in the file. A stage listed with no options (`export:`)
+`stages` lists the stages to run; they run in pipeline order (train, export, freeze, check,
+rewrite, convert, engine, benchmark) whatever the order in the file. A stage listed with no options (`export:`)
 runs with the defaults below.
 """
 
