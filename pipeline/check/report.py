@@ -102,6 +102,9 @@ def next_command(report):
     if path.suffix.lower() in NOT_A_START:  # deploy run cannot start from it: what to do instead
         return "next: {}  (deploy run starts from {})".format(
             NOT_A_START[path.suffix.lower()][1].format(path=report.model["path"], stem=path.stem), SOURCE_KINDS)
+    beyond = _beyond_deploy_run(report)
+    if beyond:
+        return beyond
     config = Path(__file__).resolve().parents[2] / "configs" / "{}.yaml".format(report.target["name"])
     if config.is_file():
         from pipeline.targets.files import display
@@ -114,6 +117,31 @@ def next_command(report):
         line += "  (CONFIG: a config with `target: {}`; deploy ships none for it, e.g. `extends: base.yaml` from " \
                 "configs/ plus that line)".format(report.target["name"])
     return line
+
+
+def _beyond_deploy_run(report):
+    """The next line for a TensorFlow model deploy run cannot take (its convert stage compares, and its benchmark
+    feeds, one NHWC image input: pipeline.graph.io.image_input): tf2onnx and trtexec by hand; else ""."""
+    from pathlib import Path
+
+    from pipeline.graph.io import image_input
+
+    model = report.model
+    inputs = model.get("inputs") or []
+    if model.get("kind") != "tensorflow" or not inputs or image_input(inputs) is not None:
+        return ""
+    path, stem, opset = model["path"], Path(model["path"]).stem, report.target.get("max_opset")
+    at = " --opset {}".format(opset) if opset else ""
+    if model.get("format") == "saved_model":
+        how = "python -m tf2onnx.convert --saved-model {}{} --output {}.onnx".format(path, at, stem)
+    elif str(model.get("format", "")).startswith("frozen"):
+        how = "python -m tf2onnx.convert --graphdef {} --inputs {} --outputs {}{} --output {}.onnx".format(
+            path, ",".join(i["name"] for i in inputs), ",".join(model.get("outputs") or []), at, stem)
+    else:
+        how = "convert it with tf2onnx{}".format(" at opset {}".format(opset) if opset else "")
+    return ("next: {}, then on the board: trtexec --onnx={}.onnx --saveEngine={}.engine  (deploy run compares and "
+            "benchmarks models with one NHWC image input; this one has {})".format(
+                how, stem, stem, ", ".join("{} {}".format(i["name"], i.get("shape")) for i in inputs)))
 
 
 def verdict_lines(report):

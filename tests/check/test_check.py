@@ -307,3 +307,52 @@ def test_a_yes_for_an_onnx_model_names_trtexec_not_a_deploy_run_that_would_refus
     assert line.startswith("next: build its engine on the board: trtexec --onnx={} --saveEngine=next.engine".format(
         models / "next.onnx")), line
     assert "deploy run starts from a .keras/.h5 file, a SavedModel directory or a frozen .pb" in line
+
+
+def test_a_yes_for_a_model_deploy_run_cannot_feed_names_tf2onnx_and_trtexec_not_deploy_run():
+    """deploy run's convert stage compares, and its benchmark feeds, one NHWC image input: a YES for two inputs (NMS's
+    boxes and scores) or a [N, 128] signal ends with the by-hand route, not a deploy run that stops at convert."""
+    from types import SimpleNamespace
+
+    from pipeline.check.report import next_command
+
+    def report(inputs, fmt="frozen_pb"):
+        return SimpleNamespace(deployable=True, target={"name": "jetson_tx2", "max_opset": 13}, model={
+            "path": "m/nms.pb", "kind": "tensorflow", "format": fmt, "inputs": inputs, "outputs": ["Identity:0"]})
+
+    line = next_command(report([{"name": "boxes:0", "shape": [100, 4]}, {"name": "scores:0", "shape": [100]}]))
+    assert line == ("next: python -m tf2onnx.convert --graphdef m/nms.pb --inputs boxes:0,scores:0 --outputs "
+                    "Identity:0 --opset 13 --output nms.onnx, then on the board: trtexec --onnx=nms.onnx "
+                    "--saveEngine=nms.engine  (deploy run compares and benchmarks models with one NHWC image input; "
+                    "this one has boxes:0 [100, 4], scores:0 [100])")
+    assert "--saved-model m/nms.pb --opset 13" in next_command(report([{"name": "x:0", "shape": [None, 128]}],
+                                                                      "saved_model"))
+    image = next_command(report([{"name": "image:0", "shape": [None, 96, 96, 3]}]))
+    assert image.startswith("next: deploy run configs/jetson_tx2.yaml --set model.zoo=null --set model.source=m/nms.pb")
+
+
+@pytest.mark.tf
+def test_the_tf2onnx_command_a_two_input_yes_names_converts_the_model(models, tmp_path):
+    """The printed command is tf2onnx's real CLI: run it."""
+    import shlex
+
+    from pipeline.check.report import next_command
+
+    tf = fixtures._tf()
+    graph = tf.Graph()
+    with graph.as_default():
+        boxes = tf.compat.v1.placeholder(tf.float32, [16, 4], name="boxes")
+        scores = tf.compat.v1.placeholder(tf.float32, [16], name="scores")
+        keep = tf.image.non_max_suppression(boxes, scores, 4, iou_threshold=0.5)
+        tf.identity(tf.gather(boxes, keep), name="picked")
+    path = models / "two_inputs.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    report = check_model(path, load_target("xavier_nx"), convert=False)
+    assert report.deployable
+    line = next_command(report)
+    command = line[len("next: "):line.index(", then on the board")]
+    assert command.startswith("python -m tf2onnx.convert --graphdef")
+    argv = shlex.split(command)
+    res = subprocess.run([sys.executable] + argv[1:], cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp_path / "two_inputs.onnx").stat().st_size > 0
