@@ -17,7 +17,8 @@ in one, ``conv2d`` in the next). Nodes are matched by what they compute:
    names never decide. What remains tied is identical in structure and values.
 4. Changed nodes: an unmatched node sitting where an unmatched counterpart sits (same op with
    matched inputs, or the same input slot of matched consumers): attributes, op or inputs differ.
-5. Constants through the nodes that read them.
+5. Constants through the nodes that read them. A matched constant whose value changed is listed (and
+   counted) with the values; one whose shape changed is also a changed node, replaced, not renamed.
 
 Everything left is added (only in B) or removed (only in A).
 """
@@ -196,7 +197,7 @@ def _io_outputs(path):
 def diff_graphs(a, b):
     """Diff two DiffGraphs (pipeline.graph.diff.structure) or two graph views."""
     from pipeline.graph.diff.match import Matcher
-    from pipeline.graph.diff.report import differences, value_change
+    from pipeline.graph.diff.report import differences, dims_text, value_change
     from pipeline.graph.diff.structure import DiffGraph, decoded_signatures, from_view, prepare
 
     a = a if isinstance(a, DiffGraph) else from_view(a)
@@ -219,15 +220,17 @@ def diff_graphs(a, b):
     names_a, names_b, hashes_a, hashes_b, inputs_a, inputs_b = a.names, b.names, a.hashes, b.hashes, a.inputs, b.inputs
     for i in sorted(match):
         j = match[i]
+        if a.const[i]:
+            change = value_change(a, b, i, j)
+            if change:  # its value changed, whatever its shape: counted and listed with the values
+                report.values.append(change)
+            if change and change["shape"]["a"] != change["shape"]["b"]:  # another tensor shape flows: structure
+                report.changed.append({"a": change["a"], "b": change["b"], "op": a.ops[i], "what": "shape {} → {}".format(
+                    dims_text(change["shape"]["a"]), dims_text(change["shape"]["b"])), "shape": None})
+                continue  # a constant replaced by another (its names may differ), not renamed
         if names_a[i] != names_b[j]:
             report.renamed[names_a[i]] = names_b[j]
         if a.const[i]:
-            change = value_change(a, b, i, j)
-            if change and change["shape"]["a"] != change["shape"]["b"]:  # another tensor shape flows: structure
-                report.changed.append({"a": change["a"], "b": change["b"], "op": a.ops[i], "what": "shape {} → {}".format(
-                    *_const_shapes(change)), "shape": None})
-            elif change:
-                report.values.append(change)
             continue
         if hashes_a[i] == hashes_b[j] and [match.get(p) for p, _ in inputs_a[i]] == [q for q, _ in inputs_b[j]]:
             continue  # same op, attributes and inputs: nothing to say
@@ -251,14 +254,6 @@ def _pair_passthrough(a, b, match):
             free = readers_b.get((match[p], port))
             if free:
                 match[i] = free.pop(0)
-
-
-def _const_shapes(change):
-    from pipeline.graph.diff.report import dims_text, flat_text
-
-    if "values" in change:  # a small constant (a reshape's target shape): its values say more
-        return flat_text(change["values"]["a"]), flat_text(change["values"]["b"])
-    return dims_text(change["shape"]["a"]), dims_text(change["shape"]["b"])
 
 
 def _shapes(a, b, i, j):

@@ -129,13 +129,16 @@ def by_scope(report):
 
 
 def _value_text(v):
-    if "values" in v and v["shape"]["a"] != v["shape"]["b"]:
-        return "{}: {} → {}".format(v["a"], flat_text(v["values"]["a"]), flat_text(v["values"]["b"]))
+    name = _pair_name(v)
+    if "values" in v:  # a small constant: its values, whatever its shape
+        return "{}: {} → {}".format(name, flat_text(v["values"]["a"]), flat_text(v["values"]["b"]))
     if v["shape"]["a"] != v["shape"]["b"]:
-        return "{}: shape {} → {}".format(v["a"], dims_text(v["shape"]["a"]), dims_text(v["shape"]["b"]))
-    if "values" in v:
-        return "{}: {} → {}".format(v["a"], flat_text(v["values"]["a"]), flat_text(v["values"]["b"]))
-    return "{} {}: max abs diff {:.3g}".format(v["a"], dims_text(v["shape"]["a"]), v["max_abs_diff"])
+        return "{}: shape {} → {}".format(name, dims_text(v["shape"]["a"]), dims_text(v["shape"]["b"]))
+    return "{} {}: max abs diff {:.3g}".format(name, dims_text(v["shape"]["a"]), v["max_abs_diff"])
+
+
+def _pair_name(entry):
+    return entry["a"] if entry["a"] == entry["b"] else "{} ↔ {}".format(entry["a"], entry["b"])
 
 
 def flat_text(values):
@@ -147,8 +150,7 @@ def _changed_text(c):
     extra = ""
     if shape and shape["a"] != shape["b"]:
         extra = "; shape {} → {}".format(",".join(map(dims_text, shape["a"] or [])), ",".join(map(dims_text, shape["b"] or [])))
-    name = c["a"] if c["a"] == c["b"] else "{} ↔ {}".format(c["a"], c["b"])
-    return "{} ({}): {}{}".format(name, c["op"], c["what"], extra)
+    return "{} ({}): {}{}".format(_pair_name(c), c["op"], c["what"], extra)
 
 
 def _grouped(pairs, limit):
