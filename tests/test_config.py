@@ -89,8 +89,23 @@ def test_benchmark_batch_sizes(write, bad, message):
 
 def test_model_needs_zoo_or_source(write):
     path = write("c.yaml", GOOD.replace("  zoo: small_cnn\n", ""))
-    with pytest.raises(ConfigError, match=r"c.yaml:3 model: give exactly one of model.zoo \(mobilenet_v2, small_cnn\) or model.source"):
+    with pytest.raises(ConfigError, match=r"c.yaml:3 model: give one of model.zoo \(mobilenet_v2, small_cnn\) or model.source"):
         load_config(path)
+
+
+def test_a_source_under_a_base_that_names_a_zoo_model_says_zoo_null(tmp_path, cli):
+    """Copying a shipped config and setting model.source: base.yaml's model.zoo stays (mappings merge), and the
+    error says how to drop it, not "give exactly one" to a user who gave one."""
+    (tmp_path / "m.pb").write_bytes(b"")
+    config = tmp_path / "mine.yaml"
+    config.write_text("extends: {}\nrun: {{name: mine}}\ntarget: jetson_tx2\nmodel:\n  source: {}\n".format(
+        ROOT / "configs" / "base.yaml", tmp_path / "m.pb"))
+    res = cli("validate", config)
+    assert res.returncode == 1 and res.stderr.strip() == (
+        "deploy: error: {}:4 model: model.zoo (mobilenet_v2) and model.source are both set; give one: to start from "
+        "model.source, set `zoo: null` under model: (a base config, extends:, may set model.zoo)".format(config))
+    config.write_text(config.read_text() + "  zoo: null\n")
+    assert cli("validate", config).returncode == 0
 
 
 def test_every_problem_is_reported(write):

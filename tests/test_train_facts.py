@@ -33,7 +33,7 @@ def test_the_schema_takes_every_zoo_name(name):
 def test_the_schema_refuses_a_name_the_zoo_has_not(write):
     with pytest.raises(ConfigError, match=r"c.yaml:2 model.zoo: 'resnet50' is not one of 'mobilenet_v2', 'small_cnn'"):
         load_config(write("c.yaml", "run: {name: x}\nmodel: {zoo: resnet50}\ntarget: host_cpu\nstages: {export: }\n"))
-    with pytest.raises(ValueError, match=r"give exactly one of model.zoo \(mobilenet_v2, small_cnn\) or model.source"):
+    with pytest.raises(ValueError, match=r"give one of model.zoo \(mobilenet_v2, small_cnn\) or model.source"):
         ModelSection()
 
 

@@ -13,7 +13,10 @@ Generated from the schema by `python -m pipeline.config.docs > docs/config.md`; 
 when this file and the code disagree. `deploy schema` prints the same as JSON Schema.
 
 A config is YAML, read with PyYAML's safe loader. `extends: base.yaml` (relative to the file)
-merges a base under it: mappings merge key by key, anything else is replaced. `--set KEY=VALUE`
+merges a base under it: mappings merge key by key, anything else is replaced (a base's `model.zoo`
+stays unless you set `zoo: null` beside your `model.source`). The paths a config names for the run
+(`model.source`, `dataset.path`, `stages.train.init_from`, `run.dir`) are read from the current directory,
+as `deploy run` is started; `extends` from the config's own folder. `--set KEY=VALUE`
 overrides one key from the command line; the value is read as YAML (`--set stages.benchmark.batch_sizes=[1,4]`).
 Unknown keys are errors, with the closest known key suggested.
 

@@ -69,8 +69,11 @@ class ModelSection(_Section):
 
     @model_validator(mode="after")
     def _one_source(self):
-        if (self.zoo is None) == (self.source is None):
-            raise ValueError("give exactly one of model.zoo (" + ", ".join(ZOO) + ") or model.source (a model file)")
+        if self.zoo is not None and self.source is not None:
+            raise ValueError("model.zoo ({}) and model.source are both set; give one: to start from model.source, set "
+                             "`zoo: null` under model: (a base config, extends:, may set model.zoo)".format(self.zoo))
+        if self.zoo is None and self.source is None:
+            raise ValueError("give one of model.zoo (" + ", ".join(ZOO) + ") or model.source (a model file)")
         return self
 
 
