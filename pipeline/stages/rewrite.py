@@ -30,11 +30,21 @@ def rewrite(ctx):
 
     records.write(ctx.output("receipt"), summary, "rewrite")  # schema deploy.rewrite/1 (pipeline.records)
     if not report.deployable:
-        raise DeployError("after rewrite the model still does not convert for {}: {}".format(
-            ctx.target.name, recommendation(report)), code=EXIT_NOT_DEPLOYABLE)
+        raise DeployError("after rewrite the model still does not convert for {}: {}; {}".format(
+            ctx.target.name, recommendation(report), _next_step(opts, ctx.inputs["frozen_graph"], ctx.target.name)),
+            code=EXIT_NOT_DEPLOYABLE)
     applied = [p["pass"] for p in summary["passes"] if p["sites"]]
     return {
         "summary": "{}; {}".format(", ".join(applied) if applied else "no pass changed anything", recommendation(report)),
         "passes": [{"pass": p["pass"], "sites": len(p["sites"]), "ops": p["ops"]} for p in summary["passes"]],
         "nodes": summary["nodes"],
     }
+
+
+def _next_step(opts, frozen, target):
+    """What to do after a rewrite that left the model not deployable."""
+    if not opts.auto:
+        return ("apply the fixes deploy check names: stages.rewrite.auto: true (with stages.rewrite.checkpoint: the "
+                "training checkpoint, where bn_inference needs batch norm's moving statistics), or list passes in "
+                "stages.rewrite.passes")
+    return "deploy check {} --target {} names each finding and its fix".format(frozen, target)
