@@ -69,6 +69,10 @@ def to_onnx(graph_def, io, opset):
     return model
 
 
+BY_HAND = ("deploy run takes image models; deploy check {} --target TARGET prints the tf2onnx and trtexec commands "
+           "that take this one to an engine")
+
+
 def image_size(io, frozen_graph):
     """(height, width) of the graph's one NHWC image input (``pipeline.graph.io.image_input``): the images
     the comparison feeds. A second input that is dropout's keep probability is named as such."""
@@ -83,12 +87,12 @@ def image_size(io, frozen_graph):
             raise DeployError("input {} is dropout's keep probability (a training-time input): the graph was frozen "
                               "in training mode; strip the dropout (rewrite stage passes: [strip_dropout], or deploy "
                               "rewrite --pass strip_dropout) or export with training=False".format(keep_prob))
-        raise DeployError("convert compares models with one image input; this graph has {} ({})".format(
-            len(names), ", ".join(names)))
+        raise DeployError("convert compares models with one image input; this graph has {} ({}): {}".format(
+            len(names), ", ".join(names), BY_HAND.format(frozen_graph)))
     image = image_input(io["inputs"])
     if image is None:
-        raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input".format(
-            io["inputs"][0]["name"], io["inputs"][0].get("shape")))
+        raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input: {}".format(
+            io["inputs"][0]["name"], io["inputs"][0].get("shape"), BY_HAND.format(frozen_graph)))
     return image[1], image[2]
 
 

@@ -21,9 +21,9 @@ def sample_inputs(graph, io, dataset=None, count=4, seed=0, shape=None):
 
 
 def rewrite_model(model, target, pass_names=(), auto=False, options=None, reference=None, dataset=None,
-                  samples=4, tolerance=1e-4, progress=None, outputs=None):
+                  samples=4, tolerance=1e-4, progress=None, outputs=None, dataset_asked=True):
     """Returns (TFGraph, io, receipt dict, CheckReport after). ``reference``: path of an inference-mode
-    frozen graph. --auto's passes: pipeline.rewrite.plan.auto_plan."""
+    frozen graph. --auto's passes: pipeline.rewrite.plan.auto_plan. ``dataset_asked``: check_feed's."""
     from pipeline.check.checker import check_graph
     from pipeline.rewrite.apply import apply_passes, graph_io, rewrite_auto
     from pipeline.rewrite.tfgraph import view
@@ -46,7 +46,8 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
         options = options or {}
         shape = options.get("set_input_shape", {}) if "set_input_shape" in pass_names or auto else {}
         feed = check_feed(graph, io, dataset, samples,
-                          (shape.get("input"), shape["shape"]) if shape.get("shape") else None)
+                          (shape.get("input"), shape["shape"]) if shape.get("shape") else None,
+                          dataset_asked=dataset_asked)
     with progress.step("rewrite: checking it for {} (before)".format(target.name)):
         before = check_graph(view(graph), target)
     nodes_before = len(graph.graph_def.node)

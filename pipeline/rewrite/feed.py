@@ -43,8 +43,10 @@ class Feed:
     skipped: Optional[str] = None
 
 
-def check_feed(graph, io, dataset=None, count=4, shape=None, seed=0):
-    """The samples for the numeric checks of ``graph`` (a TFGraph) with inputs ``io["inputs"]``."""
+def check_feed(graph, io, dataset=None, count=4, shape=None, seed=0, dataset_asked=True):
+    """The samples for the numeric checks of ``graph`` (a TFGraph) with inputs ``io["inputs"]``. ``dataset_asked``:
+    the image folder was asked for (``--dataset``), so a model without one image input is an error; False (the
+    rewrite stage: the config's dataset, there for every stage) generates its samples and says so."""
     from pipeline.graph.io import image_input
     from pipeline.graph.view import UNKNOWN_RANK
 
@@ -65,7 +67,10 @@ def check_feed(graph, io, dataset=None, count=4, shape=None, seed=0):
         name, height, width, channels = image
         images, source = sample_images(dataset, count, (height, width), seed, channels)
         return Feed({name: images}, source)
-    if dataset is not None:
+    unused = ""
+    if dataset is not None and not dataset_asked:
+        unused = "dataset.path {} not used (not one NHWC image input); ".format(dataset)
+    elif dataset is not None:
         raise DeployError("--dataset {}: the numeric checks feed images to a model with one NHWC image input; "
                           "this one takes {} (leave --dataset out: the checks then feed {})".format(
                               dataset, _inputs_text(inputs), SUPPORTED))
@@ -81,7 +86,7 @@ def check_feed(graph, io, dataset=None, count=4, shape=None, seed=0):
                 why = "integer input {} feeds no embedding lookup (Gather of a weight) whose size deploy can " \
                       "read, so which values it accepts is unknown".format(name)
         if why is not None:
-            return Feed({}, "not compared: " + why, why)
+            return Feed({}, unused + "not compared: " + why, why)
         full = [count] + [SEQUENCE_LENGTH if d is None else d for d in dims[1:]]
         if dtype in _INT:
             arrays[name] = rng.randint(0, vocabulary, size=full).astype(dtype)
@@ -89,7 +94,7 @@ def check_feed(graph, io, dataset=None, count=4, shape=None, seed=0):
         else:
             arrays[name] = rng.standard_normal(full).astype(dtype)
             parts.append("{} {} normal values shape {}".format(name, dtype, _dims_text(full)))
-    return Feed(arrays, "generated, seed {}: {}".format(seed, "; ".join(parts)))
+    return Feed(arrays, unused + "generated, seed {}: {}".format(seed, "; ".join(parts)))
 
 
 def _unfeedable(name, dtype, dims):

@@ -20,7 +20,7 @@ def rewrite(ctx):
         options.setdefault("bn_inference", {})["checkpoint"] = opts.checkpoint
     graph, io, summary, report = rewrite_model(
         ctx.inputs["frozen_graph"], ctx.target, opts.passes, opts.auto, options, opts.reference, dataset,
-        opts.samples, opts.tolerance, ctx.progress)
+        opts.samples, opts.tolerance, ctx.progress, dataset_asked=False)
     with open(str(ctx.output("frozen_graph")), "wb") as f:
         f.write(graph.serialize())
     from pipeline.graph.io import write_io_json

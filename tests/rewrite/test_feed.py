@@ -104,6 +104,19 @@ def test_a_dataset_for_a_model_without_image_input_is_refused(tmp_path):
         check_feed(graph, graph_io(graph.graph_def, outputs=["output"]), dataset=str(tmp_path))
 
 
+def test_the_config_s_dataset_is_not_asked_for_a_model_without_image_input(tmp_path):
+    """In deploy run the dataset section is there for every stage (base.yaml's shapes): the rewrite stage feeds a text
+    model token ids as deploy rewrite without --dataset does, and says the folder was not used (it stopped the run
+    with advice about a --dataset flag deploy run does not have)."""
+    graph = _text_graph()
+    io = graph_io(graph.graph_def, outputs=["output"])
+    feed = check_feed(graph, io, dataset=str(tmp_path), dataset_asked=False)
+    plain = check_feed(graph, io)
+    assert feed.source == "dataset.path {} not used (not one NHWC image input); {}".format(tmp_path, plain.source)
+    assert feed.arrays.keys() == plain.arrays.keys() and all(
+        np.array_equal(feed.arrays[k], plain.arrays[k]) for k in plain.arrays)
+
+
 def test_the_pass_runner_feeds_a_fixed_batch_what_it_takes():
     from pipeline.rewrite.engine import _run_in_batches
 

@@ -22,8 +22,8 @@ def test_the_stage_hands_rewrite_the_image_folder(monkeypatch, fmt, expected):
     real = dataset.image_folder
     monkeypatch.setattr(dataset, "image_folder", lambda config: asked.append(config) or real(config))
 
-    def rewrite_model(model, target, passes, auto, options, reference, folder, *rest):
-        seen.update(model=model, dataset=folder, options=options)
+    def rewrite_model(model, target, passes, auto, options, reference, folder, *rest, dataset_asked=True):
+        seen.update(model=model, dataset=folder, options=options, asked=dataset_asked)
         raise _Called()
 
     monkeypatch.setattr(command, "rewrite_model", rewrite_model)
@@ -34,6 +34,7 @@ def test_the_stage_hands_rewrite_the_image_folder(monkeypatch, fmt, expected):
         rewrite(ctx)
     assert asked == [config] and seen["dataset"] == expected and seen["model"] == "frozen.pb"
     assert seen["options"] == {"bn_inference": {"checkpoint": "ckpt"}}
+    assert seen["asked"] is False  # the config's dataset is there for every stage: a model without images ignores it
 
 
 @pytest.mark.parametrize("auto, words", [
@@ -51,7 +52,7 @@ def test_a_rewrite_that_leaves_the_model_not_deployable_says_what_to_do_next(mon
             return b""
 
     summary = {"passes": [], "nodes": 3}
-    monkeypatch.setattr(command, "rewrite_model", lambda *a: (Graph(), {"inputs": [], "outputs": []}, summary,
+    monkeypatch.setattr(command, "rewrite_model", lambda *a, **k: (Graph(), {"inputs": [], "outputs": []}, summary,
                                                                types.SimpleNamespace(deployable=False)))
     monkeypatch.setattr(check_report, "recommendation", lambda report: "onnx at opset 13: 2 accepted but wrong")
     outputs = {"frozen_graph": tmp_path / "frozen.pb", "io": tmp_path / "io.json", "receipt": tmp_path / "r.json"}
