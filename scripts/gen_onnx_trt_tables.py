@@ -13,7 +13,7 @@ in NVIDIA/TensorRT): RELEASES below lists the commits, and each table names its 
 <commit>:docs/operators.md``) or a folder of copies named as RELEASES' ``file`` says. Each row becomes one
 op entry: its types (machine-readable,
 TYPES names), its restriction sentences, and the structured restatements checkers use (const_inputs,
-spatial_dims, unsupported_outputs, input_rank, attributes, unsupported_attributes), found by the rules
+spatial_dims, unsupported_outputs, input_rank, padded_output, attributes, unsupported_attributes), found by the rules
 below and by the ONNX operator schemas (input, output and attribute names).
 
 Where operators.md and the parser source at the same commit disagree, the parser decides: PARSER lists
@@ -223,6 +223,9 @@ def structure(op, restriction_sentences):
         m = re.search(r"Input rank must be >=\s*(\d+) & <=\s*(\d+)", sentence)
         if m:
             out["input_rank"] = {"min": int(m.group(1)), "max": int(m.group(2))}
+        m = re.search(r"^Output has fixed shape and is padded to \[(.+)\]$", sentence)
+        if m:
+            out["padded_output"] = "[{}]".format(m.group(1).replace("`", ""))
         m = re.search(r"^Input must be (\d)D input$", sentence)
         if m:
             out["input_rank"] = {"min": int(m.group(1)), "max": int(m.group(1))}
@@ -345,8 +348,8 @@ def build_table(name, reference):
             "do not edit by hand".format(commit[:8], spec["release"]),
             "ops: one entry per row; types as the row writes them; restrictions: the row's sentences; const_inputs "
             "(input index: ONNX input name; an initializer or a Constant node's output), spatial_dims, "
-            "unsupported_outputs, input_rank, attributes (allowed values), unsupported_attributes restate a sentence "
-            "for checkers",
+            "unsupported_outputs, input_rank, padded_output (the fixed shape a data-dependent output is padded to), "
+            "attributes (allowed values), unsupported_attributes restate a sentence for checkers",
             "io_types: the types convertDtype maps (network inputs/outputs); cast_down: types the parser converts "
             "(INT64 weights and inputs to INT32 on 8.x, DOUBLE to FP32); quantized_types: valid only through "
             "QuantizeLinear/DequantizeLinear; io_only_types: valid only as network inputs/outputs",
@@ -389,7 +392,7 @@ def build_table(name, reference):
 
 
 _ORDER = ("supported", "experimental", "unconfirmed", "types", "restrictions", "const_inputs", "attributes",
-          "unsupported_attributes", "unsupported_outputs", "spatial_dims", "input_rank", "notes")
+          "unsupported_attributes", "unsupported_outputs", "spatial_dims", "input_rank", "padded_output", "notes")
 
 
 def _ordered(entry):

@@ -86,6 +86,9 @@ def test_onnx_trt_8_2_facts():
     nms = t.lookup("NonMaxSuppression")
     assert nms.supported and nms.experimental
     assert nms.const_inputs == {2: "max_output_boxes_per_class", 3: "iou_threshold", 4: "score_threshold"}
+    assert nms.padded_output == "[max_output_boxes_per_class, 3]"  # "Output has fixed shape and is padded to ..."
+    assert all(load_op_table(n).lookup("NonMaxSuppression").padded_output is None
+               for n in ("onnx_trt_8.5", "onnx_trt_8.6", "onnx_trt_10"))
     assert t.lookup("NonZero").supported is False and not t.is_supported("NonZero")
     assert t.lookup("Resize").attributes["mode"] == ("nearest", "linear")
     assert t.lookup("TopK").const_inputs == {1: "K"}

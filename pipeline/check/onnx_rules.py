@@ -246,6 +246,14 @@ class _Rules(TypeRules):
 
     def _restrictions(self, node, path, scope, entry):
         op = node.op_type
+        if entry.padded_output and node.output and node.output[0]:
+            self.out.add("warning", "accepted_but_wrong", op, "padded", path, node.output[0],
+                         "{} {}: the {} parser pads its output to a fixed {} (operators.md; experimental there), "
+                         "where ONNX and TensorFlow return only the selected boxes: what reads {} sees the padding "
+                         "rows as boxes".format(op, path, self.version, entry.padded_output, node.output[0]),
+                         "use the EfficientNMS_TRT or BatchedNMS_TRT plugin, whose outputs are padded by design and "
+                         "carry the number of detections, or a target whose TensorRT (8.5 on) imports "
+                         "NonMaxSuppression with its data-dependent shape")
         for index, name in sorted(entry.const_inputs.items()):
             index = index if index >= 0 else len(node.input) + index
             if index >= len(node.input) or not node.input[index]:

@@ -179,7 +179,9 @@ def check_onnx_model(graph, target, table, by_node, plugins, known_plugins, mode
     if model is None:
         model = load_model(graph.source) if graph.source else None
     if model is not None:
-        result.findings += onnx_rules.onnx_findings(model, table, target, plugins=plugins, known_plugins=known_plugins)
+        found = onnx_rules.onnx_findings(model, table, target, plugins=plugins, known_plugins=known_plugins)
+        result.findings += [f for f in found if f.kind != "accepted_but_wrong"]
+        result.accepted_but_wrong += [f for f in found if f.kind == "accepted_but_wrong"]
     elif opset is not None and opset > target.max_opset:
         result.findings.append(Finding(
             "blocker", "onnx", "opset", None, [],

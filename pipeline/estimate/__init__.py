@@ -79,6 +79,18 @@ def estimate_model(path, targets, precision="fp16", batches=(1,), input_shapes=N
         return _estimate_model(path, targets, precision, batches, input_shapes, signature, outlive)
 
 
+def nothing_costed(graph, layers):
+    """Why no layer of ``graph`` was costed (each input's open sizes are refused before): the ops where the
+    shapes stopped, or that it has no layer the engine model costs."""
+    stopped = next((layer for layer in layers if not layer.known and layer.kind != "reformat"), None)
+    if stopped is not None:  # layers are in graph order: the first whose shapes were not followed
+        return ("no layer's shape could be followed from the inputs ({}): they stop at {} ({}), an op the engine model "
+                "does not follow; measure it on a board (deploy run, or trtexec on its ONNX model)".format(
+                    ", ".join(graph.inputs) or "none", stopped.name, "/".join(stopped.ops) or stopped.kind))
+    return ("none of its layers is one the engine model costs (convolutions, matrix products, pooling, element-wise: "
+            "docs/estimate.md); measure it on a board (deploy run, or trtexec on its ONNX model)")
+
+
 def _estimate_model(path, targets, precision, batches, input_shapes, signature, outlive):
     graph, layers = layers_of(path, input_shapes, precision, signature)
     if outlive:
@@ -93,8 +105,7 @@ def _estimate_model(path, targets, precision, batches, input_shapes, signature, 
                           "offline; estimate an unrolled model (Keras: LSTM(unroll=True) with a fixed sequence length) "
                           "or measure it on a board (deploy run)".format(path, ", ".join(loops)))
     if not any(layer.known and layer.flops for layer in layers):
-        raise DeployError("{}: no layer's shape could be followed from the inputs ({}); give each input a fixed shape "
-                          "with --input-shape NAME=1,224,224,3".format(path, ", ".join(graph.inputs) or "none"))
+        raise DeployError("{}: {}".format(path, nothing_costed(graph, layers)))
     estimates = [estimate_layers(layers, t, precision, b) for t in targets for b in batches]
     known = [layer for layer in layers if layer.known]
     return {

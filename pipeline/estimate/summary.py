@@ -93,8 +93,9 @@ def _estimate(path, target_name, signature, nodes, mode):
     with gc_paused():
         layers = engine_layers(graph, None, precision)
     if not any(layer.known and layer.flops for layer in layers):
-        return {"made": False, "reason": "no layer's shape could be followed from the inputs ({}): `deploy estimate "
-                "--input-shape` fixes them".format(", ".join(graph.inputs) or "none")}
+        from pipeline.estimate import nothing_costed
+
+        return {"made": False, "reason": nothing_costed(graph, layers)}
     e = estimate_layers(layers, target.name, precision, 1)
     block = {"made": True, "target": target.name, "board": target.family.split(" (")[0] or target.name}
     block.update((k, e[k]) for k in _KEEP)

@@ -160,6 +160,7 @@ class OpSupport(BaseModel):
     unsupported_outputs: Tuple[str, ...] = ()
     spatial_dims: Tuple[int, ...] = ()  # e.g. (2, 3): 2D or 3D only
     input_rank: Optional[RankRange] = None
+    padded_output: Optional[str] = None  # the parser pads the op's data-dependent output to this fixed shape
     min_tensorrt: Optional[str] = Field(default=None, pattern=_VERSION)  # converted only from this TensorRT on
     min_dla_generation: Optional[int] = Field(default=None, ge=1)  # runs on the DLA only from this generation on
     explicit_batch_only: bool = False  # converted only in explicit-batch mode

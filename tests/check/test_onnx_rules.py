@@ -324,3 +324,24 @@ def test_batch_shape_rules_are_a_table_of_real_onnx_ops():
     known = {s.name for s in onnx.defs.get_all_schemas_with_history()}
     assert set(onnx_batch._RULES) <= known, set(onnx_batch._RULES) - known
     assert {"ReduceMean", "ArgMax", "Softmax", "Transpose", "Reshape", "Gather", "MatMul", "Gemm"} <= set(onnx_batch._RULES)
+
+
+def test_nms_whose_output_the_8_2_parser_pads_is_accepted_but_wrong_there_only(tmp_path):
+    """TensorRT 8.2's parser pads NonMaxSuppression's output to [max_output_boxes_per_class, 3] (its operators.md);
+    what reads it (the Gather of the boxes) sees padding rows that ONNX and TensorFlow do not return: NO on the TX2,
+    with the plugin route as the fix; 8.5 on import it with its data-dependent shape."""
+    from pipeline.targets import load_target
+
+    inits = [numpy_helper.from_array(np.array([10], "int64"), "max"), numpy_helper.from_array(
+        np.array([0.5], "float32"), "iou"), numpy_helper.from_array(np.array([0.1], "float32"), "score")]
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "max", "iou", "score"], ["sel"], name="nms")]
+    path = _save(tmp_path, "nms.onnx", nodes, [_vi("boxes", TensorProto.FLOAT, [1, 100, 4]),
+                                              _vi("scores", TensorProto.FLOAT, [1, 1, 100])],
+                 [_vi("sel", TensorProto.INT64, ["n", 3])], inits)
+    tx2 = check_model(path, load_target("jetson_tx2"))
+    wrong = _onnx(tx2).accepted_but_wrong
+    assert [(f.kind, f.op, f.nodes) for f in wrong] == [("accepted_but_wrong", "NonMaxSuppression", ["nms"])]
+    assert "pads its output to a fixed [max_output_boxes_per_class, 3]" in wrong[0].cause
+    assert "EfficientNMS_TRT" in wrong[0].fix and not tx2.deployable
+    nx = check_model(path, load_target("xavier_nx"))
+    assert not _onnx(nx).accepted_but_wrong and nx.deployable

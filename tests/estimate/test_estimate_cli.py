@@ -63,3 +63,27 @@ def test_unknown_spatial_shape_names_the_input(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "input 'x' has an unknown dimension 2" in err and "--input-shape x=" in err and err.count("\n") == 0
     assert main(["estimate", str(path), "--target", "jetson_nano", "--input-shape", "x=1,3,64,32"]) == 0
+
+
+def test_a_model_whose_shapes_stop_at_an_op_the_model_does_not_follow_is_sent_to_a_board(tmp_path, capsys):
+    """Its input sizes are fixed, so --input-shape (which the message used to advise) would change nothing: the message
+    names the op where the shapes stop and what measures such a model; deploy check's estimate line says the same."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="find"),
+             helper.make_node("Cast", ["nz"], ["y"], name="cast", to=TensorProto.FLOAT)]
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    assert main(["estimate", str(path), "--target", "jetson_nano"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("deploy: error: {}: no layer's shape could be followed from the inputs (x): they stop at find "
+                   "(NonZero), an op the engine model does not follow; measure it on a board (deploy run, or trtexec on "
+                   "its ONNX model)".format(path))
+    from pipeline.estimate.summary import check_estimate
+
+    block = check_estimate(path, "jetson_nano")
+    assert block["made"] is False and "they stop at find (NonZero)" in block["reason"] and "--input-shape" not in \
+        block["reason"]
