@@ -1,9 +1,19 @@
 """Dropout left in training mode in a TensorFlow graph, and whether tf2onnx's dropout rewriter
-replaces it (its exact patterns, a constant rate) or it stays random in the ONNX model.
+replaces it (its exact patterns, a constant rate) or it stays random in the ONNX model; and TF1's
+training switches (``placeholder_with_default`` keep_prob / is_training) at their defaults.
 
     dropout_matches(graph)                              # [Match(kind="dropout_training", ...)]
     tf2onnx_replaces_dropout(graph, match, constant)    # True: ONNX Dropout, a no-op at inference
+    idle_branch(graph, node)                            # "is_training": node's tf.cond branch never runs unfed
+
+A PlaceholderWithDefault that is not a graph input (deploy names only Placeholders as inputs) runs
+at its default: TensorFlow uses it unless fed, tf2onnx keeps it as an ONNX graph input whose
+initializer holds the default (ONNX Runtime uses it unless fed; TensorRT's ONNX parser reads an
+input that has an initializer as a constant). Dropout whose keep probability is 1.0 (rate 0) at the
+defaults keeps every unit: deterministic as converted, with a warning naming the placeholder.
 """
+
+import math
 
 from pipeline.check.match import Match
 from pipeline.graph.analysis import RANDOM
@@ -23,6 +33,23 @@ def dropout_matches(graph):
         nodes = set(path)
         keep_prob = _keep_prob_placeholders(graph, nodes)
         fed = " fed by placeholder {}".format(", ".join(sorted(set(keep_prob)))) if keep_prob else ""
+        switch = _keeps_all_by_default(graph, path, keep_prob)
+        if switch:
+            matches.append(Match(
+                kind="dropout_training",
+                nodes=sorted(nodes),
+                cause="dropout in training form ({}) whose keep probability comes from {}: unfed, it keeps every "
+                      "unit, so the output is deterministic (tf2onnx keeps {} as an optional ONNX input with that "
+                      "default); fed a keep probability below 1, the output is random".format(
+                          form, switch, " and ".join(sorted(keep_prob))),
+                fix="leave {} unfed at inference, or remove the switch: rewrite strip_dropout".format(
+                    " and ".join(sorted(keep_prob))),
+                rewrite="strip_dropout",
+                severity="warning",
+                boundary=[path[-1]],
+                fed_by=sorted(set(keep_prob)),
+            ))
+            continue
         matches.append(Match(
             kind="dropout_training",
             nodes=sorted(nodes),
@@ -70,6 +97,162 @@ def tf2onnx_replaces_dropout(graph, match, constant=frozenset()):
                 any(m.op == "Mul" and any((graph.producer(t) or m).op == "Mul" for t in m.inputs)
                     for m in graph.consumers(c.name)) for c in casts)
     return False
+
+
+def idle_branch(graph, node, hops=8):
+    """The PlaceholderWithDefault whose default keeps ``node``'s tf.cond branch from running (TF1's
+    ``tf.cond(is_training, training_fn, inference_fn)`` with ``is_training`` left unfed), or None.
+    A node runs only when every data input is live; a Switch's output 1 is dead when its predicate
+    is false (output 0 when true). Followed back through data inputs, never past a Merge."""
+    frontier, seen = [node], {node.name}
+    for _ in range(hops):
+        nxt = []
+        for current in frontier:
+            for tensor in current.inputs:
+                src = graph.producer(tensor)
+                if src is None or src.name in seen:
+                    continue
+                seen.add(src.name)
+                if src.op in ("Switch", "RefSwitch") and len(src.inputs) == 2:
+                    port = tensor.partition(":")[2] or "0"
+                    pred, value = _default_of(graph, src.inputs[1])
+                    if pred is not None and value is not None and value.size == 1 and bool(value) == (port == "0"):
+                        return pred
+                elif src.op != "Merge":
+                    nxt.append(src)
+        frontier = nxt
+    return None
+
+
+def _default_of(graph, tensor, hops=4):
+    """(placeholder name, its default value) when ``tensor`` is an unfed PlaceholderWithDefault with a
+    constant default, read through Identity (tf.cond's pred_id); (None, None) otherwise."""
+    node = graph.producer(tensor)
+    for _ in range(hops):
+        if node is None or node.op != "Identity" or len(node.inputs) != 1:
+            break
+        node = graph.producer(node.inputs[0])
+    if node is None or node.op != "PlaceholderWithDefault" or node.name + ":0" in graph.inputs:
+        return None, None
+    return node.name, _const(graph, node.inputs[0])
+
+
+def _const(graph, tensor):
+    import numpy as np
+
+    node = graph.producer(tensor)
+    while node is not None and node.op == "Identity" and len(node.inputs) == 1:
+        node = graph.producer(node.inputs[0])
+    if node is None or node.op != "Const":
+        return None
+    value = node.attrs.get("value")
+    try:
+        return np.asarray(value.array() if hasattr(value, "array") else value)
+    except Exception:  # an undecodable tensor: unknown, never a guess
+        return None
+
+
+_ARITHMETIC = {
+    "Add": lambda a, b: a + b, "AddV2": lambda a, b: a + b, "Sub": lambda a, b: a - b,
+    "Mul": lambda a, b: a * b, "RealDiv": lambda a, b: a / b, "Div": lambda a, b: a / b,
+    "Maximum": max, "Minimum": min,
+}
+
+
+def _scalar(graph, tensor, defaults, depth=6):
+    """The value of a scalar expression of constants and unfed PlaceholderWithDefaults (at their
+    defaults; their names go to ``defaults``), or None (a fed placeholder, anything else)."""
+    node = graph.producer(tensor)
+    if node is None or depth == 0:
+        return None
+    if node.op == "Const":
+        value = _const(graph, tensor)
+        return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
+    if node.op == "PlaceholderWithDefault":
+        name, value = _default_of(graph, tensor)
+        if name is None or value is None or value.size != 1:
+            return None
+        defaults.append(name)
+        return float(value.reshape(-1)[0])
+    data = [t for t in node.inputs if t]
+    if node.op in ("Identity", "Cast", "Neg", "Reciprocal") and len(data) == 1:
+        value = _scalar(graph, data[0], defaults, depth - 1)
+        if value is None or node.op in ("Identity", "Cast"):
+            return value
+        return -value if node.op == "Neg" else (1.0 / value if value else None)
+    if node.op in _ARITHMETIC and len(data) == 2:
+        a, b = (_scalar(graph, t, defaults, depth - 1) for t in data)
+        if a is None or b is None or (node.op in ("RealDiv", "Div") and b == 0):
+            return None
+        return _ARITHMETIC[node.op](a, b)
+    return None
+
+
+def _uniform_range(graph, tensor, depth=4):
+    """[low, high) of a RandomUniform (its [0, 1)) scaled and shifted by constants (random_uniform's
+    minval/maxval), or None."""
+    node = graph.producer(tensor)
+    if node is None or depth == 0:
+        return None
+    if node.op == "RandomUniform":
+        return 0.0, 1.0
+    data = [t for t in node.inputs if t]
+    if node.op == "Identity" and len(data) == 1:
+        return _uniform_range(graph, data[0], depth - 1)
+    if node.op in ("Mul", "Add", "AddV2", "Sub") and len(data) == 2:
+        for rand, other in ((data[0], data[1]), (data[1], data[0])):
+            span, used = _uniform_range(graph, rand, depth - 1), []
+            value = _scalar(graph, other, used) if span else None
+            if value is None or used:  # minval/maxval: constants only
+                continue
+            if node.op == "Mul":
+                return (span[0] * value, span[1] * value) if value > 0 else None
+            if node.op == "Sub":
+                return (span[0] - value, span[1] - value) if rand == data[0] else None
+            return span[0] + value, span[1] + value
+    return None
+
+
+def _keeps_all_by_default(graph, path, keep_prob):
+    """"placeholder keep_prob (default 1.0)" when the dropout on ``path`` keeps every unit with its
+    keep-probability placeholders unfed at their defaults; None when its mask is random."""
+    if not keep_prob:
+        return None
+    for name in path:
+        node = graph.nodes[name]
+        if node.op == "Floor":  # mask = floor(keep_prob + uniform): 1 everywhere for keep_prob 1
+            add = graph.producer(node.inputs[0])
+            if add is None or add.op not in ("Add", "AddV2") or len(add.inputs) != 2:
+                return None
+            for rand, other in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
+                span, defaults = _uniform_range(graph, rand), []
+                keep = _scalar(graph, other, defaults) if span else None
+                if keep is not None and defaults and math.floor(keep + span[0]) >= 1 and \
+                        math.floor(keep + span[0]) == math.ceil(keep + span[1]) - 1:
+                    return _named(graph, defaults)
+            return None
+        if node.op in ("GreaterEqual", "Greater", "Less", "LessEqual") and len(node.inputs) == 2:
+            defaults = []
+            span = _uniform_range(graph, node.inputs[0])
+            if span is not None:  # uniform OP threshold: true for every draw = keep every unit
+                rate = _scalar(graph, node.inputs[1], defaults)
+                always = rate is not None and {"GreaterEqual": rate <= span[0], "Greater": rate < span[0],
+                                               "Less": span[1] <= rate, "LessEqual": span[1] <= rate}[node.op]
+            else:
+                span = _uniform_range(graph, node.inputs[1])
+                rate = _scalar(graph, node.inputs[0], defaults) if span else None
+                always = rate is not None and {"GreaterEqual": span[1] <= rate, "Greater": span[1] <= rate,
+                                               "Less": rate < span[0], "LessEqual": rate <= span[0]}[node.op]
+            return _named(graph, defaults) if always and defaults else None
+    return None
+
+
+def _named(graph, defaults):
+    parts = []
+    for name in sorted(set(defaults)):
+        _, value = _default_of(graph, name)
+        parts.append("placeholder {} (PlaceholderWithDefault, default {})".format(name, float(value.reshape(-1)[0])))
+    return " and ".join(parts)
 
 
 def _keep_prob_placeholders(graph, nodes, hops=3):

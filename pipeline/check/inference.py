@@ -5,12 +5,25 @@ of the training step) carries what no converter should see: unfrozen variables, 
 gradient ops, saver and summary ops, an input pipeline of queues, readers or iterators instead of
 a placeholder. Each is a blocker on every route, whatever a route's op table says about the ops
 (TF-TRT would happily leave them all in TensorFlow): the verdict is NO, with the fix.
+
+A graph frozen with convert_variables_to_constants from a training-mode graph has its weights as
+constants but may keep batch norm's moving-average update ops (Assign*/AssignVariableOp on what
+are now constants), tied to the output by control dependencies: that is said as such, with the fix
+(freeze the inference graph), not as "not frozen". TF1's training switches left at their defaults
+(``placeholder_with_default`` keep_prob 1.0) are a warning naming the placeholder.
 """
 
 from pipeline.check.findings import Finding
 
 _EXPORT = ("export the inference graph (training=False) and freeze it: deploy run with model.source set to the "
            "SavedModel or .keras file (its export and freeze stages), or export_inference_graph.py then freeze_graph")
+_UPDATES = ("freeze the inference graph instead: build it with training=False (or leave the update ops out of the "
+            "output's control dependencies: in TF1 run tf.compat.v1.GraphKeys.UPDATE_OPS with the train_op, not "
+            "through tf.control_dependencies around the model) and run convert_variables_to_constants on that; or "
+            "export the inference graph: deploy run with model.source set to the SavedModel or .keras file")
+_VARIABLE_HOLDERS = frozenset(["VariableV2", "Variable", "VarHandleOp", "TemporaryVariable"])
+_ASSIGNS = frozenset(["Assign", "AssignAdd", "AssignSub", "AssignVariableOp", "AssignAddVariableOp",
+                      "AssignSubVariableOp"])
 _WHAT = {
     "variables": "its weights are still variables ({ops}): the graph was written from a session, not frozen, so the "
                  "file holds no weights",
@@ -30,6 +43,10 @@ def inference_findings(graph, matches):
     findings = []
     for match in matches:
         family = match.family
+        updates = _frozen_updates(graph, match.nodes) if family == "variables" and not unfrozen_is_expected else None
+        if updates is not None:
+            findings.append(_update_finding(graph, match, updates))
+            continue
         if family in _WHAT:
             if family == "variables" and unfrozen_is_expected:
                 continue
@@ -48,7 +65,76 @@ def inference_findings(graph, matches):
                 "to feed".format(_op_summary(graph, match.nodes)),
                 ("cut the graph at {} so it becomes the input: deploy rewrite --pass cut --cut {}=N,H,W,C; or ".format(
                     cut, match.boundary[0]) if match.boundary else "") + _EXPORT, None))
-    return findings
+    return findings + _switch_findings(graph, matches)
+
+
+def _frozen_updates(graph, names):
+    """{update op: the constant it assigns to} when the variables-family nodes ``names`` are only
+    assignments to constants (a frozen graph that kept training's moving-average updates, e.g.
+    bn/AssignMovingAvg); None when a variable is still there (not frozen)."""
+    nodes = [graph.nodes[n] for n in names if n in graph.nodes]
+    if not nodes or any(n.op in _VARIABLE_HOLDERS for n in graph.nodes.values()):
+        return None
+    targets = {}
+    for node in nodes:
+        if node.op in _ASSIGNS:
+            target = graph.producer(node.inputs[0]) if node.inputs else None
+            while target is not None and target.op == "Identity" and target.inputs:
+                target = graph.producer(target.inputs[0])
+            if target is None or target.op != "Const":
+                return None
+            targets[node.name] = target.name
+        elif node.op not in ("ReadVariableOp", "VarIsInitializedOp", "IsVariableInitialized"):
+            return None
+    return targets or None
+
+
+def _update_finding(graph, match, updates):
+    """The blocker for a frozen graph that kept its moving-average update ops; ``match`` (the
+    variables family's, which every route reads) says the same from now on."""
+    waiting = _waiting_on(graph, set(updates))
+    tied = ", tied to {} by control dependencies".format(", ".join(waiting[:3]) + (
+        " (+{} more)".format(len(waiting) - 3) if len(waiting) > 3 else "")) if waiting else ""
+    names = sorted(updates)
+    targets = sorted(set(updates.values()))
+    moving = " (batch norm's moving averages)" if any("moving" in t for t in targets) else ""
+    cause = ("it holds training's update ops ({}: {}{}) assigning to {}{}{}: the weights are constants (it was "
+             "frozen), but what was frozen is the training graph, so its update ops came along (no converter "
+             "assigns to a constant)".format(
+                 _op_summary(graph, match.nodes), ", ".join(names[:3]), " (+{} more)".format(len(names) - 3)
+                 if len(names) > 3 else "", ", ".join(targets[:4]), moving, tied))
+    match.cause, match.fix, match.rewrite = cause, _UPDATES, None
+    return Finding("blocker", "all", "not_inference_graph", _ops(graph, match.nodes), list(match.nodes),
+                   "not an inference graph: " + cause, _UPDATES)
+
+
+def _waiting_on(graph, updates, hops=4):
+    """The nodes outside the update subgraph that wait on ``updates`` by control dependencies,
+    directly or through tf.group's NoOp / an Identity."""
+    waiting, frontier = [], set(updates)
+    for _ in range(hops):
+        nxt = set()
+        for node in graph.nodes.values():
+            if node.name in frontier or not any(c in frontier for c in node.control_inputs):
+                continue
+            if node.op in ("NoOp", "Identity") and node.name not in updates:
+                nxt.add(node.name)
+            elif node.name not in waiting:
+                waiting.append(node.name)
+        frontier = nxt
+        if not frontier:
+            break
+    return waiting
+
+
+def _switch_findings(graph, matches):
+    """A warning for each training-mode subgraph a training switch leaves idle at its default
+    (pipeline.check.dropout: dropout whose keep_prob defaults to 1.0, batch norm in the tf.cond
+    branch is_training selects): deterministic as converted, training mode when fed."""
+    return [Finding("warning", "all", "training_switch", _ops(graph, m.fed_by + m.nodes), m.fed_by + m.nodes,
+                    m.cause, m.fix, m.rewrite)
+            for m in matches if m.kind in ("dropout_training", "batchnorm_training") and m.fed_by
+            and not (m.stochastic or m.batch_dependent)]
 
 
 def _ops(graph, names):

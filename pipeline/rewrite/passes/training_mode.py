@@ -93,7 +93,8 @@ def bn_inference(graph, options):
             raise DeployError(
                 "bn_inference: no moving mean/variance for {} (looked for {} in the graph{}); pass the training "
                 "checkpoint (--checkpoint / stages.rewrite.checkpoint) or re-export with training=False".format(
-                    node.name, " and ".join(_stat_names(node.name)),
+                    node.name, " or ".join(" and ".join(pair) for pair in _stat_names(node.name)) + (
+                        ", and in its tf.cond's inference branch" if _in_cond(graph, node) else ""),
                     " and in " + options["checkpoint"] if options.get("checkpoint") else ""))
         mean = graph.add_const(node.name + "/moving_mean", stats[0].astype("float32"))
         variance = graph.add_const(node.name + "/moving_variance", stats[1].astype("float32"))
@@ -107,23 +108,61 @@ def bn_inference(graph, options):
 
 
 def _stat_names(name):
-    scope = name.rsplit("/", 1)[0] if "/" in name else ""
-    prefix = scope + "/" if scope else ""
-    return prefix + "moving_mean", prefix + "moving_variance"
+    """<scope>/moving_mean and <scope>/moving_variance for the node's scope and each scope above it
+    but the root (a tf.cond's branch sits in <bn scope>/cond/); a node at the root: the root's."""
+    parts = name.split("/")[:-1]
+    names = []
+    for end in range(len(parts), 0 if parts else -1, -1):
+        prefix = "/".join(parts[:end]) + "/" if end else ""
+        names.append((prefix + "moving_mean", prefix + "moving_variance"))
+    return names
 
 
 def _moving_stats(graph, node):
-    """Moving statistics kept in the graph: the node's own mean/variance inputs when not empty,
-    or Const nodes named <scope>/moving_mean and <scope>/moving_variance."""
-    mean, var = graph.const_value(graph.producer(node.input[3])), graph.const_value(graph.producer(node.input[4]))
+    """Moving statistics kept in the graph: the node's own mean/variance inputs when not empty
+    (through Identity and a tf.cond's Switch to the Const that holds them); those of the inference
+    branch of the same tf.cond (the FusedBatchNorm with is_training false on the other input of the
+    Merge this node feeds: TF1's ``tf.cond(is_training, ...)`` batch norm); or Const nodes named
+    <scope>/moving_mean and <scope>/moving_variance."""
+    own = _stats_of(graph, node)
+    if own is not None:
+        return own
+    for merge in graph.consumers(node.name):
+        if merge.op != "Merge":
+            continue
+        for tensor in merge.input:
+            other = _through(graph, tensor)
+            if other is not None and other is not node and other.op in FUSED_BATCH_NORM and \
+                    graph.attr(other, "is_training") is False:
+                stats = _stats_of(graph, other)
+                if stats is not None:
+                    return stats
+    for names in _stat_names(node.name):
+        found = [graph.const_value(graph.nodes.get(n)) for n in names]
+        if all(v is not None and v.size for v in found):
+            return found[0], found[1]
+    return None
+
+
+def _in_cond(graph, node):
+    return any(c.op == "Merge" for c in graph.consumers(node.name))
+
+
+def _stats_of(graph, node):
+    mean, var = (graph.const_value(_through(graph, node.input[i])) for i in (3, 4))
     if mean is not None and var is not None and mean.size and var.size:
         return mean, var
-    names = _stat_names(node.name)
-    nodes = graph.nodes
-    found = [graph.const_value(nodes.get(n)) for n in names]
-    if all(v is not None and v.size for v in found):
-        return found[0], found[1]
     return None
+
+
+def _through(graph, tensor, hops=8):
+    """The node behind ``tensor``, read through Identity and Switch (a tf.cond's way into its branches)."""
+    node = graph.producer(tensor)
+    for _ in range(hops):
+        if node is None or node.op not in ("Identity", "Switch", "RefSwitch") or not node.input:
+            break
+        node = graph.producer(node.input[0])
+    return node
 
 
 def _checkpoint_reader(path):
@@ -137,7 +176,7 @@ def _checkpoint_reader(path):
 
 
 def _stats_from_checkpoint(reader, node):
-    names = _stat_names(node.name)
-    if all(reader.has_tensor(n) for n in names):
-        return reader.get_tensor(names[0]), reader.get_tensor(names[1])
+    for names in _stat_names(node.name):
+        if all(reader.has_tensor(n) for n in names):
+            return reader.get_tensor(names[0]), reader.get_tensor(names[1])
     return None
