@@ -20,7 +20,8 @@ in one, ``conv2d`` in the next). Nodes are matched by what they compute:
 5. Constants through the nodes that read them. A matched constant whose value changed is listed (and
    counted) with the values; one whose shape changed is also a changed node, replaced, not renamed.
 
-Everything left is added (only in B) or removed (only in A).
+Everything left is added (only in B) or removed (only in A). Matched variable nodes of SavedModels
+compare the values in their checkpoints (``weights``); where those cannot be read, the report says why.
 """
 
 from dataclasses import dataclass, field
@@ -41,7 +42,9 @@ class DiffReport:
     removed: List[str] = field(default_factory=list)  # A names
     changed: List[dict] = field(default_factory=list)  # {"a", "b", "op", "what", "shape"}
     not_compared: Dict[str, int] = field(default_factory=dict)  # attribute deploy cannot decode -> nodes it is on
-    values: List[dict] = field(default_factory=list)  # constants whose values differ
+    values: List[dict] = field(default_factory=list)  # constants and variables ("variable": True) whose values differ
+    weights_not_compared: Dict[str, int] = field(default_factory=dict)  # why -> matched variables not compared
+    variables_compared: int = 0  # matched variables whose values were read on both sides
     passthrough: Dict[str, List[str]] = field(default_factory=lambda: {"removed": [], "added": []})
 
     @property
@@ -57,10 +60,12 @@ class DiffReport:
     def to_dict(self):
         from pipeline.graph.diff.report import by_scope
 
+        same = self.structurally_identical and not self.values
         return {
             "a": self.a, "b": self.b, "nodes": self.nodes,
             "structurally_identical": self.structurally_identical,
-            "identical_up_to_renaming": self.structurally_identical and not self.values,
+            "identical_up_to_renaming": None if same and self.weights_not_compared else same,  # None: not known
+            "weights_not_compared": self.weights_not_compared, "variables_compared": self.variables_compared,
             "identical_up_to_pass_through": bool(self.passthrough["removed"] or self.passthrough["added"]),
             "renamed": self.renamed, "swapped": self.swapped, "added": self.added, "removed": self.removed,
             "changed": self.changed, "values": self.values, "passthrough": self.passthrough,
@@ -181,7 +186,13 @@ def _load(path, signature):
             if graph_def is not None and graph_def.node and not graph_def.library.function and \
                     all(n.name and n.op for n in graph_def.node[:3]):
                 return from_graph_def(graph_def, str(path), _io_outputs(path))
-    return from_view(read_model(path, signature))
+    view = read_model(path, signature)
+    g = from_view(view)
+    if view.format == "saved_model":  # its weights are in its variables/ checkpoint, read if the report needs them
+        from pipeline.graph.diff.weights import SavedModelVariables
+
+        g.weights = SavedModelVariables(view.source)
+    return g
 
 
 def _io_outputs(path):
@@ -199,6 +210,7 @@ def diff_graphs(a, b):
     from pipeline.graph.diff.match import Matcher
     from pipeline.graph.diff.report import differences, dims_text, value_change
     from pipeline.graph.diff.structure import DiffGraph, decoded_signatures, from_view, prepare
+    from pipeline.graph.diff.weights import VARIABLE_OPS, variable_change
 
     a = a if isinstance(a, DiffGraph) else from_view(a)
     b = b if isinstance(b, DiffGraph) else from_view(b)
@@ -232,6 +244,14 @@ def diff_graphs(a, b):
             report.renamed[names_a[i]] = names_b[j]
         if a.const[i]:
             continue
+        if a.ops[i] in VARIABLE_OPS and b.ops[j] in VARIABLE_OPS:  # its value is outside the graph
+            change, why = variable_change(a, b, i, j)
+            if why:
+                report.weights_not_compared[why] = report.weights_not_compared.get(why, 0) + 1
+            else:
+                report.variables_compared += 1
+                if change:
+                    report.values.append(change)
         if hashes_a[i] == hashes_b[j] and [match.get(p) for p, _ in inputs_a[i]] == [q for q, _ in inputs_b[j]]:
             continue  # same op, attributes and inputs: nothing to say
         what = differences(a, b, i, j, match, report.not_compared)

@@ -86,8 +86,14 @@ def value_change(a, b, i, j):
     xa, xb = _array(ta), _array(tb)
     if xa is None or xb is None:
         return None
-    entry = {"a": a.names[i], "b": b.names[j], "max_abs_diff": None,
-             "shape": {"a": list(xa.shape), "b": list(xb.shape)}}
+    return array_change(a.names[i], b.names[j], xa, xb)
+
+
+def array_change(name_a, name_b, xa, xb):
+    """The value_change entry of two numpy arrays, or None when they are equal."""
+    import numpy as np
+
+    entry = {"a": name_a, "b": name_b, "max_abs_diff": None, "shape": {"a": list(xa.shape), "b": list(xb.shape)}}
     if xa.shape == xb.shape and xa.dtype.kind in "fiub" and xb.dtype.kind in "fiub":
         diff = float(np.max(np.abs(xa.astype("float64") - xb.astype("float64")))) if xa.size else 0.0
         if not diff:
@@ -168,13 +174,19 @@ def _grouped(pairs, limit):
 def format_text(report, limit=20):
     lines = ["{} ({} nodes) vs {} ({} nodes)".format(report.a, report.nodes["a"], report.b, report.nodes["b"])]
     through = report.passthrough["removed"] or report.passthrough["added"]
+    changed_variables = sum(1 for v in report.values if v.get("variable"))
+    constants = len(report.values) - changed_variables
+    variables = ", {} variable(s) with different values".format(changed_variables) if changed_variables else ""
     if report.structurally_identical:
         lines.append("structurally identical" + (" up to renaming" if report.renamed else "") +
                      (" and pass-through nodes" if through and report.renamed else " up to pass-through nodes" if through else "") +
-                     (", {} constant(s) with different values".format(len(report.values)) if report.values else ""))
+                     (", {} constant(s) with different values".format(constants) if constants else "") + variables)
     else:
         lines.append("different: {} added, {} removed, {} changed, {} constant(s) with different values".format(
-            len(report.added), len(report.removed), len(report.changed), len(report.values)))
+            len(report.added), len(report.removed), len(report.changed), constants) + variables)
+    if report.weights_not_compared:  # never silence: silence says the values are equal
+        lines.append("weights not compared: " + "; ".join(
+            "{} variable(s): {}".format(n, why) for why, n in sorted(report.weights_not_compared.items())))
     if report.not_compared:  # named once, not on every node that has them
         lines.append("attributes deploy cannot read, not compared: " + ", ".join(
             "{} ({} node{})".format(k, n, "" if n == 1 else "s") for k, n in sorted(report.not_compared.items())))

@@ -37,6 +37,7 @@ class DiffGraph:
     from_bytes: bool = False  # sigs hash the NodeDefs' bytes (from_graph_def), not decoded attributes (from_view)
 
     fingerprints: Dict[int, int] = field(default_factory=dict)  # const index -> hash of its bytes (computed once)
+    weights: object = None  # variable values outside the graph (weights.SavedModelVariables), where deploy reads them
 
     def index(self):
         return {name: i for i, name in enumerate(self.names)}
