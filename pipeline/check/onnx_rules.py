@@ -88,6 +88,16 @@ def onnx_findings(model, table, target, plugins=None, known_plugins=frozenset(),
     return findings + out.findings()
 
 
+def padded_output_text(where, parser, shape):
+    """(cause, fix) of an op whose data-dependent output the parser pads to ``shape`` (the table's padded_output:
+    NonMaxSuppression on TensorRT 8.2), accepted but wrong: what reads it sees padding rows."""
+    return ("{}: the {} parser pads its output to a fixed {} (operators.md; experimental there), where ONNX and "
+            "TensorFlow return only the selected boxes: what reads it sees the padding rows as boxes".format(
+                where, parser, shape),
+            "use the EfficientNMS_TRT or BatchedNMS_TRT plugin, whose outputs are padded by design and carry the number "
+            "of detections, or a target whose TensorRT (8.5 on) imports NonMaxSuppression with its data-dependent shape")
+
+
 def _runtime(target):
     return "TensorRT {}".format(target.tensorrt) if target.tensorrt else "ONNX Runtime"
 
@@ -247,13 +257,8 @@ class _Rules(TypeRules):
     def _restrictions(self, node, path, scope, entry):
         op = node.op_type
         if entry.padded_output and node.output and node.output[0]:
-            self.out.add("warning", "accepted_but_wrong", op, "padded", path, node.output[0],
-                         "{} {}: the {} parser pads its output to a fixed {} (operators.md; experimental there), "
-                         "where ONNX and TensorFlow return only the selected boxes: what reads {} sees the padding "
-                         "rows as boxes".format(op, path, self.version, entry.padded_output, node.output[0]),
-                         "use the EfficientNMS_TRT or BatchedNMS_TRT plugin, whose outputs are padded by design and "
-                         "carry the number of detections, or a target whose TensorRT (8.5 on) imports "
-                         "NonMaxSuppression with its data-dependent shape")
+            cause, fix = padded_output_text("{} {}".format(op, path), self.version, entry.padded_output)
+            self.out.add("warning", "accepted_but_wrong", op, "padded", path, node.output[0], cause, fix)
         for index, name in sorted(entry.const_inputs.items()):
             index = index if index >= 0 else len(node.input) + index
             if index >= len(node.input) or not node.input[index]:

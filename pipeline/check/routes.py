@@ -159,7 +159,29 @@ def check_tf_onnx(graph, target, table, tf2onnx, opset, by_node, plugins, known_
     result.findings += _dynamic_warnings("onnx", graph)
     _accepted_but_wrong(result, graph, by_node, _per_op(lambda op: _onnx_accepts_tf_op(op, tf2onnx, opset, table)),
                         skip=skip)
+    result.accepted_but_wrong += _padded_outputs(graph, table, tf2onnx, opset, skip, target)
     return result
+
+
+def _padded_outputs(graph, table, tf2onnx, opset, skip, target):
+    """TensorFlow ops tf2onnx turns into an ONNX op whose output the parser pads (the table's padded_output), as
+    onnx_rules finds them in a converted model: accepted but wrong."""
+    from pipeline.check.onnx_rules import padded_output_text
+
+    @_per_op
+    def padded(op):
+        emitted = tf2onnx.emits(op, opset) if tf2onnx.handled(op, opset) else None
+        entries = [(o, table.lookup(o)) for o in emitted or ()]
+        return next(((o, e.padded_output) for o, e in entries if e is not None and e.supported and e.padded_output), None)
+
+    found = OrderedDict()
+    for node in graph.nodes.values():
+        hit = node.name not in skip and padded(node.op)
+        if hit:
+            found.setdefault((node.op,) + hit, []).append(node.name)
+    parser = "TensorRT {}".format(target.tensorrt) if target.tensorrt else table.name
+    return [Finding("warning", "onnx", "accepted_but_wrong", onnx_op, names, *padded_output_text(
+        "TensorFlow {} (ONNX {}) {}".format(op, onnx_op, names[0]), parser, shape)) for (op, onnx_op, shape), names in found.items()]
 
 
 def _onnx_accepts_tf_op(op, tf2onnx, opset, table):

@@ -356,3 +356,18 @@ def test_the_tf2onnx_command_a_two_input_yes_names_converts_the_model(models, tm
     res = subprocess.run([sys.executable] + argv[1:], cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert (tmp_path / "two_inputs.onnx").stat().st_size > 0
+
+
+@pytest.mark.tf
+def test_tf_nms_is_accepted_but_wrong_on_the_8_2_parser_predicted_and_converted_alike(models):
+    """The prediction (tf2onnx's table: NonMaxSuppressionV3 becomes ONNX NonMaxSuppression) says what the walk of
+    tf2onnx's real output says: the 8.2 parser pads NMS's output (docs/check.md)."""
+    path = fixtures.nms_graph(models / "nms_pad.pb")
+    found = []
+    for convert in (False, True):
+        report = check_model(path, tx2(), convert=convert)
+        wrong = route(report, "onnx").accepted_but_wrong
+        found.append([(f.op, "pads its output to a fixed [max_output_boxes_per_class, 3]" in f.cause) for f in wrong])
+        assert not report.deployable
+    assert found[0] == found[1] == [("NonMaxSuppression", True)]
+    assert check_model(path, load_target("xavier_nx"), convert=False).deployable
