@@ -91,10 +91,10 @@ def bn_inference(graph, options):
             stats = _stats_from_checkpoint(reader, node)
         if stats is None:
             raise DeployError(
-                "bn_inference: no moving mean/variance for {} (looked for {} in the graph{}); pass the training "
+                "bn_inference: no moving mean/variance for {} (looked for {} in the graph{}{}); pass the training "
                 "checkpoint (--checkpoint / stages.rewrite.checkpoint) or re-export with training=False".format(
-                    node.name, " or ".join(" and ".join(pair) for pair in _stat_names(node.name)) + (
-                        ", and in its tf.cond's inference branch" if _in_cond(graph, node) else ""),
+                    node.name, " or ".join(" and ".join(pair) for pair in _stat_names(node.name)),
+                    ", in its tf.cond's inference branch" if _in_cond(graph, node) else "",
                     " and in " + options["checkpoint"] if options.get("checkpoint") else ""))
         mean = graph.add_const(node.name + "/moving_mean", stats[0].astype("float32"))
         variance = graph.add_const(node.name + "/moving_variance", stats[1].astype("float32"))

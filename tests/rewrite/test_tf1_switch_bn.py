@@ -1,0 +1,117 @@
+"""bn_inference on TF1's ``tf.cond(is_training, training bn, inference bn)`` (is_training a
+placeholder_with_default), frozen with convert_variables_to_constants: the moving statistics reach
+the inference branch through Switch nodes (bn/cond/FusedBatchNormV3_1/Switch_3, Switch_4), not
+under the training branch's scope (bn/cond/moving_mean). The pass finds them; `deploy check`'s
+"after `deploy rewrite --auto`" and `deploy rewrite --auto` agree with the check of the output."""
+
+import numpy as np
+import pytest
+
+from pipeline.targets import load_target
+
+MEAN = np.array([0.3, -0.2, 0.1, 0.5], "float32")
+VARIANCE = np.array([0.6, 1.4, 0.9, 2.0], "float32")
+
+
+def switch_graph(path, training_default=False):
+    """input -> conv -> tf.cond(is_training, bn training, bn inference) -> relu -> mean -> dense, frozen."""
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    v1 = tf.compat.v1
+    rng = np.random.RandomState(0)
+    graph = tf.Graph()
+    v1.disable_control_flow_v2()  # TF1's tf.cond: Switch / Merge
+    try:
+        with graph.as_default():
+            x = v1.placeholder(tf.float32, [None, 6, 6, 3], name="input")
+            is_training = v1.placeholder_with_default(training_default, [], name="is_training")
+            w = v1.get_variable("conv/weights", initializer=rng.randn(3, 3, 3, 4).astype("float32"))
+            y = tf.nn.conv2d(x, w, strides=1, padding="SAME")
+            with v1.variable_scope("bn"):
+                gamma = v1.get_variable("gamma", initializer=np.full(4, 1.5, "float32"))
+                beta = v1.get_variable("beta", initializer=np.full(4, 0.25, "float32"))
+                mean = v1.get_variable("moving_mean", initializer=MEAN, trainable=False)
+                var = v1.get_variable("moving_variance", initializer=VARIANCE, trainable=False)
+                y = v1.cond(is_training,
+                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, epsilon=1e-3, is_training=True)[0],
+                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, mean=mean, variance=var, epsilon=1e-3,
+                                                           is_training=False)[0])
+            y = tf.reduce_mean(tf.nn.relu(y), axis=[1, 2])
+            fw = v1.get_variable("fc/weights", initializer=rng.randn(4, 3).astype("float32"))
+            tf.nn.softmax(tf.matmul(y, fw), name="probabilities")
+            with v1.Session(graph=graph) as sess:
+                sess.run(v1.global_variables_initializer())
+                frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), ["probabilities"])
+    finally:
+        v1.enable_control_flow_v2()
+    path.write_bytes(frozen.SerializeToString())
+    return path
+
+
+def run(serialized, x, feed=None):
+    from pipeline.tf import import_tf
+
+    tf = import_tf()
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(serialized)
+    with tf.compat.v1.Session(graph=tf.Graph()) as sess:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+        return sess.run("probabilities:0", dict({"input:0": x}, **(feed or {})))
+
+
+@pytest.mark.tf
+def test_bn_inference_finds_the_moving_statistics_behind_the_cond_switches(tmp_path):
+    from pipeline.rewrite import registry
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    graph = TFGraph.load(switch_graph(tmp_path / "switch.pb"))
+    original = graph.serialize()
+    # was: "no moving mean/variance for bn/cond/FusedBatchNormV3 (looked for bn/cond/moving_mean ...)"
+    sites = registry()["bn_inference"].func(graph, {})
+    assert sites == ["bn/cond/FusedBatchNormV3"]
+    node = graph.node("bn/cond/FusedBatchNormV3")
+    assert graph.attr(node, "is_training") is False
+    assert np.array_equal(graph.const_value(graph.producer(node.input[3])), MEAN)
+    assert np.array_equal(graph.const_value(graph.producer(node.input[4])), VARIANCE)
+    # the training branch now computes what the inference branch does, whatever is_training is fed
+    x = np.random.RandomState(1).rand(3, 6, 6, 3).astype("float32")
+    inference = run(original, x)
+    assert np.abs(run(graph.serialize(), x, {"is_training:0": True}) - inference).max() < 1e-5
+    assert np.abs(run(original, x, {"is_training:0": True}) - inference).max() > 1e-3  # it did not before
+
+
+@pytest.mark.tf
+def test_near_miss_no_moving_statistics_names_where_it_looked(tmp_path):
+    from pipeline.errors import DeployError
+    from pipeline.rewrite import registry
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    graph = TFGraph.load(switch_graph(tmp_path / "switch.pb"))
+    for name in ("bn/moving_mean", "bn/moving_variance"):  # the statistics the inference branch reads: gone
+        graph.set_const(graph.node(name), np.zeros(0, "float32"))
+    with pytest.raises(DeployError, match=r"no moving mean/variance for bn/cond/FusedBatchNormV3 \(looked for "
+                                          r"bn/cond/moving_mean and bn/cond/moving_variance or bn/moving_mean and "
+                                          r"bn/moving_variance in the graph, in its tf.cond's inference branch\)"):
+        registry()["bn_inference"].func(graph, {})
+
+
+@pytest.mark.tf
+def test_auto_prediction_rewrite_and_check_of_the_output_agree(tmp_path):
+    """is_training left True: batch norm runs in training mode, NO on every account; --auto fixes it."""
+    from pipeline.check import check_model
+    from pipeline.rewrite.command import rewrite_model, write_outputs
+    from pipeline.rewrite.predict import predict_rewrite
+
+    target = load_target("jetson_tx2")
+    path = switch_graph(tmp_path / "on.pb", training_default=True)
+    before = check_model(path, target, convert=False, predict=predict_rewrite)
+    assert not before.deployable
+    prediction = before.prediction  # was NO: "bn_inference: no moving mean/variance for bn/cond/FusedBatchNormV3"
+    assert prediction["verdict"] == "YES" and "bn_inference" in prediction["passes"] and not prediction["remaining"]
+    graph, io, summary, after = rewrite_model(path, target, auto=True, samples=2)
+    assert after.deployable  # deploy rewrite --auto's "after rewrite: YES"
+    assert summary["passes"][0]["pass"] == "bn_inference" and summary["passes"][0]["sites"] == ["bn/cond/FusedBatchNormV3"]
+    out = tmp_path / "out.pb"
+    write_outputs(graph, io, summary, str(out))
+    assert check_model(out, target).deployable  # deploy check out.pb, on tf2onnx's real output
