@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("target", choices=("readers", "config", "runs", "agent", "records"))
+    parser.add_argument("target", choices=("readers", "config", "runs", "agent", "records", "bundle"))
     parser.add_argument("--seconds", type=int, help="stop after this many seconds")
     parser.add_argument("--runs", type=int, help="stop after this many inputs")
     parser.add_argument("--seed", type=int, default=0, help="libFuzzer seed (0: random)")
@@ -51,6 +51,7 @@ def main():
         import pipeline.records  # noqa: F401
         import pipeline.device.process  # noqa: F401  (agent: the answer line and the client's reading of it)
         import pipeline.device.client  # noqa: F401
+        import pipeline.graph.diff.weights  # noqa: F401  (bundle: a SavedModel's variables, read without TensorFlow)
 
     corpus = ROOT / "tests" / "fuzz" / "corpus" / args.target
     crashes = ROOT / "tests" / "fuzz" / "crashes"

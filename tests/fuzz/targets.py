@@ -12,7 +12,9 @@ through the CLI: exit 0, 1 with one ``deploy: error:`` line, or 4 for a failed g
 traceback). ``agent``: the bytes are the agent's answer line as the host reads it. ``records``: the first
 line names a record kind (run, manifest, benchmark, ...), the rest is the file: pipeline.records must
 refuse it in one line or take it, and what it takes must be writable again and computable (every number a
-reader sees converts to a float; latencies and ratios of them stay finite).
+reader sees converts to a float; latencies and ratios of them stay finite). ``bundle``: the bytes are a
+checkpoint's ``variables.index`` (beside a data shard of 4 KiB), the tensor bundle deploy diff reads a SavedModel's
+weights from without TensorFlow: every key read must give a value or ``Unreadable``, never another exception.
 """
 
 import contextlib
@@ -269,4 +271,30 @@ def _computable(taken, kind):
         assert row.get("change") is None or math.isfinite(float(row["change"])), row
 
 
-TARGETS = {"readers": readers, "config": config, "runs": runs, "agent": agent, "records": records_target}
+def bundle(data: bytes):
+    from pipeline.graph.diff.weights import Bundle, Unreadable, _damage
+
+    folder = Path(tempfile.mkdtemp(dir=str(SCRATCH)))
+    try:
+        (folder / "variables.index").write_bytes(data)
+        (folder / "variables.data-00000-of-00001").write_bytes(bytes(range(256)) * 16)
+        try:
+            found = Bundle(folder / "variables")
+        except Exception as e:  # the SavedModel reader turns parse errors into Unreadable (_damage): the same here
+            if _damage(e) is None:
+                raise
+            return
+        for key in list(found.entries)[:64]:
+            try:
+                value = found.read(key.decode("utf-8", "replace"))
+                value.array()
+                if value.dtype == "string":
+                    value.strings()
+            except Exception as e:  # noqa: BLE001
+                if _damage(e) is None:
+                    raise
+    finally:
+        shutil.rmtree(str(folder), ignore_errors=True)
+
+
+TARGETS = {"readers": readers, "config": config, "runs": runs, "agent": agent, "records": records_target, "bundle": bundle}

@@ -52,7 +52,7 @@ def test_the_runs_corpus_has_every_cause_of_issue_22():
 @pytest.mark.fuzz
 @pytest.mark.slow
 @pytest.mark.parametrize("kind, runs", [("readers", 20000), ("config", 3000), ("runs", 500), ("agent", 20000),
-                                        ("records", 3000)])
+                                        ("records", 3000), ("bundle", 20000)])
 def test_bounded_fuzz_run(kind, runs):
     pytest.importorskip("atheris")
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "fuzz.py"), kind, "--runs", str(runs), "--seed", "1",

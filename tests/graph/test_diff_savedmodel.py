@@ -7,6 +7,7 @@ variables whose values differ; where it cannot read them it says so, never imply
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,3 +136,25 @@ def test_one_keras_model_by_model_export_and_tf_saved_model_save(tmp_path):
 
     report = diff_models(tmp_path / "export", tmp_path / "export2")
     assert [(v["a"], v["values"]["b"]) for v in report.values] == [("dense/bias_1", [0.0, 0.0, 0.25])]
+
+
+def test_a_damaged_checkpoint_index_is_unreadable_never_a_traceback(tmp_path):
+    """The bundle is parsed by deploy (no TensorFlow): a block shorter than its own trailer (struct.error inside) or a
+    shard offset past the file's end (a read of the claimed size would allocate it) is Unreadable, which the diff
+    reports as "weights not compared"."""
+    import pytest
+
+    from pipeline.graph import proto
+    from pipeline.graph.diff.weights import SavedModelVariables, Unreadable
+
+    saved = proto.SavedModel()
+    meta = saved.meta_graphs.add()
+    meta.meta_info_def.tags.append("serve")
+    (tmp_path / "saved_model.pb").write_bytes(saved.SerializeToString())
+    (tmp_path / "variables").mkdir()
+    bad = Path(__file__).resolve().parents[1] / "fuzz" / "regressions" / "bundle" / "block_shorter_than_its_trailer"
+    (tmp_path / "variables" / "variables.index").write_bytes(bad.read_bytes())
+    variables = SavedModelVariables(tmp_path)
+    for _ in range(2):  # the second answer is the first's, kept
+        with pytest.raises(Unreadable, match="the checkpoint does not parse"):
+            variables.value("dense/kernel")

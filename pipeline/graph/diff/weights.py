@@ -16,6 +16,7 @@ What cannot be read this way (a compressed index, a partitioned variable, no res
 variable) raises ``Unreadable`` with the reason; the diff then says the weights were not compared.
 """
 
+import os
 import struct
 from pathlib import Path
 
@@ -27,6 +28,19 @@ _TABLE_MAGIC = struct.pack("<Q", 0xDB4775248B80FB57)
 
 class Unreadable(Exception):
     """Why a variable's value could not be read (said in the report, never an error of its own)."""
+
+
+# what a damaged bundle or object graph raises while it is parsed (the files are untrusted): Unreadable instead
+_PARSE_ERRORS = (struct.error, IndexError, ValueError, OverflowError, KeyError, TypeError, UnicodeDecodeError)
+
+
+def _damage(error):
+    """The Unreadable for an exception raised while parsing a damaged file, or None for any other exception."""
+    if isinstance(error, Unreadable):
+        return error
+    if isinstance(error, _PARSE_ERRORS) or type(error).__name__ == "DecodeError":  # protobuf's, not imported here
+        return Unreadable("the checkpoint does not parse ({})".format(type(error).__name__))
+    return None
 
 
 class Value:
@@ -78,7 +92,13 @@ class SavedModelVariables:
         key = self._keys.get(name)
         if key is None:
             raise Unreadable("no restore op of the SavedModel names the checkpoint key of variable {}".format(name))
-        return self._bundle.read(key)
+        try:
+            return self._bundle.read(key)
+        except Exception as e:  # noqa: BLE001 - a damaged file's parse error is Unreadable; anything else is raised
+            damage = _damage(e)
+            if damage is None:
+                raise
+            raise damage from None
 
     def _open(self):
         if self._error is not None:
@@ -92,9 +112,12 @@ class SavedModelVariables:
             if raw is not None:  # a TF2 SavedModel: the object graph binds what restore_keys did not
                 for name, key in object_graph_keys(meta_graph, raw, self._bundle).items():
                     self._keys.setdefault(name, key)
-        except Unreadable as e:
-            self._error = str(e)
-            raise
+        except Exception as e:  # noqa: BLE001 - see value()
+            damage = _damage(e)
+            if damage is None:
+                raise
+            self._error = str(damage)
+            raise damage from None
 
 
 def _meta_graph(directory):
@@ -359,6 +382,8 @@ class Bundle:
         path = "{}.data-{:05d}-of-{:05d}".format(self.prefix, shard, self.shards)
         try:
             with open(path, "rb") as f:
+                if offset + size > os.fstat(f.fileno()).st_size:  # a damaged index must not make read() allocate it
+                    raise Unreadable("{} is truncated".format(path))
                 f.seek(offset)
                 data = f.read(size)
         except OSError as e:
