@@ -170,7 +170,7 @@ class RewriteOptions(_Section):
 class ConvertOptions(_Section):
     """Convert the frozen graph to ONNX (tf2onnx) and compare it with TensorFlow."""
 
-    format: Literal[RUNNABLE_ROUTES + ("auto",)] = Field("onnx", description="The route of the engine stage: onnx (this model.onnx), uff (the frozen graph through NVIDIA's uff converter on the device: TensorRT <= 8, JetPack <= 4.6) or auto (the route deploy check recommends). model.onnx is always made: it is the reference the engine is compared with.")
+    format: Literal[RUNNABLE_ROUTES + ("auto",)] = Field("onnx", description="The route of the engine stage: onnx (this model.onnx), uff (the frozen graph through NVIDIA's uff converter on the device: TensorRT <= 8, so JetPack 4.x and 5.x; the target files say which have it) or auto (the route deploy check recommends). model.onnx is always made: it is the reference the engine is compared with.")
     opset: Optional[int] = Field(None, ge=7, le=21, description="ONNX opset; default: the highest the target's TensorRT parses.")
     tolerance: float = Field(1e-4, gt=0, description="Max abs difference allowed between TensorFlow and ONNX Runtime outputs.")
     compare_samples: int = Field(16, ge=1, le=1024, description="Dataset images used for the TensorFlow vs ONNX comparison.")
