@@ -106,6 +106,7 @@ class _Step:
 
         self.progress, self.message, self.after = progress, message, after
         self.timer, self.said, self.start, self.latest = None, False, 0.0, None
+        self.outcome = "done"  # the word of the closing line: a step whose work was refused says so, not "done"
         self.lock = threading.Lock()
 
     def _say(self):
@@ -141,5 +142,5 @@ class _Step:
             self.timer.cancel()
             self.timer.join()  # no thread left behind (pipeline.check.background forks only without one)
         if self.said and exc[0] is None:
-            self.progress.log("{}: done in {:.1f} s".format(self.message, time.monotonic() - self.start))
+            self.progress.log("{}: {} in {:.1f} s".format(self.message, self.outcome, time.monotonic() - self.start))
         return False

@@ -102,3 +102,21 @@ def test_the_threshold_is_2_s_unless_set_and_0_names_every_step_at_once(monkeypa
         step.note("image 1/2 done")
         step._say()  # what the timer does once the step has run past its threshold
     assert capsys.readouterr().err.splitlines()[:2] == ["converting ...", "  image 1/2 done"]
+
+
+def test_a_step_whose_work_was_refused_does_not_close_with_done(monkeypatch, capsys):
+    """deploy check on a graph the screen refuses (a PyFunc): the conversion step closed "done in 3.8 s" above a
+    report saying tf2onnx was not run; its closing word is now what happened."""
+    from types import SimpleNamespace
+
+    from pipeline.check.convert_probe import _outcome
+    from pipeline.progress import Progress
+
+    with Progress("human", bars=False).step("converting m.pb with tf2onnx at opset 13", after=0) as step:
+        _outcome(step, SimpleNamespace(status="refused"))
+    with Progress("human", bars=False).step("converting n.pb with tf2onnx at opset 13", after=0) as step:
+        _outcome(step, SimpleNamespace(status="converted"))
+    _outcome(None, SimpleNamespace(status="timeout"))  # a quick step has no context object: nothing to say
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1].startswith("converting m.pb with tf2onnx at opset 13: refused (not converted) in ")
+    assert lines[3].startswith("converting n.pb with tf2onnx at opset 13: done in ")

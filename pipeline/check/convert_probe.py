@@ -207,6 +207,14 @@ def _step(message):
     return progress.step(message.format(model=label))
 
 
+def _outcome(step, result):
+    """The slow step's closing word: "done" for a conversion, else what happened (refused: the screen, before
+    tf2onnx ran; failed; timeout)."""
+    if step is not None and result.status != "converted":
+        step.outcome = {"refused": "refused (not converted)", "failed": "failed", "timeout": "timed out"}.get(
+            result.status, result.status)
+
+
 def convert(path, opset, timeout=None):
     """tf2onnx's conversion of the frozen graph at ``path`` at ``opset`` (a Conversion), in the single-check
     worker; cached per process by the file's path, size and mtime, the opset and --trust-model."""
@@ -217,9 +225,11 @@ def convert(path, opset, timeout=None):
     resolved, key = _key(path, opset)
     if key in _CACHE:
         return _CACHE[key]
-    with _step("converting {{model}} with tf2onnx at opset {}".format(opset)):
+    with _step("converting {{model}} with tf2onnx at opset {}".format(opset)) as step:
         if key not in _PENDING:
-            return convert_on(_shared_worker(_big(resolved)), resolved, opset, timeout)
+            result = convert_on(_shared_worker(_big(resolved)), resolved, opset, timeout)
+            _outcome(step, result)
+            return result
         worker, out, started = _PENDING.pop(key)
         limit = timeout if timeout is not None else timeout_seconds()
         try:
@@ -227,6 +237,7 @@ def convert(path, opset, timeout=None):
                                  time.monotonic() - started)
         except WorkerGone as e:
             result = _gone(e, opset, limit, time.monotonic() - started)
+        _outcome(step, result)
     _CACHE[key] = result
     return result
 
