@@ -179,7 +179,8 @@ def source_artifacts(config):
         return {}
     problem = source_problem(source)
     if problem:
-        raise DeployError("model.source: {} {}".format(source, problem))
+        where = config.where("model", "source") if hasattr(config, "where") else None
+        raise DeployError("{}model.source: {} {}".format(where + " " if where else "", source, problem))
     path = Path(source)
     if path.is_dir():
         return {"saved_model": path}

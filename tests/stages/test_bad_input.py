@@ -85,3 +85,6 @@ def test_model_source_missing(tmp_path, cli):
                     .replace("  zoo: small_cnn", "  source: {}/frozen.pb".format(tmp_path)))
     res = cli("run", path)
     assert res.returncode == 1 and "model.source: {}/frozen.pb not found".format(tmp_path) in res.stderr
+    # where, as deploy validate says it (it lost the file:line in deploy run)
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "source:" in text)
+    assert "deploy: error: {}:{} model.source: ".format(path, line) in res.stderr, res.stderr
