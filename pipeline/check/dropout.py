@@ -5,6 +5,7 @@ training switches (``placeholder_with_default`` keep_prob / is_training) at thei
     dropout_matches(graph)                              # [Match(kind="dropout_training", ...)]
     tf2onnx_replaces_dropout(graph, match, constant)    # True: ONNX Dropout, a no-op at inference
     idle_branch(graph, node)                            # "is_training": node's tf.cond branch never runs unfed
+    branch_findings(onnx_model, tf_by_node)             # training mode tf2onnx put inside an ONNX If body
 
 A PlaceholderWithDefault that is not a graph input (deploy names only Placeholders as inputs) runs
 at its default: TensorFlow uses it unless fed, tf2onnx keeps it as an ONNX graph input whose
@@ -122,6 +123,35 @@ def idle_branch(graph, node, hops=8):
                     nxt.append(src)
         frontier = nxt
     return None
+
+
+def branch_findings(model, tf_by_node):
+    """Accepted-but-wrong findings (route onnx) for the TF graph's random or batch-dependent matches
+    whose nodes tf2onnx put inside an If or Loop body (a tf.cond branch, a while loop): the ONNX
+    model's top level does not show them. ``model``: the ONNX ModelProto; ``tf_by_node``: node name
+    -> Match of the TF graph (a branch its switch leaves idle is neither random nor batch-dependent)."""
+    from pipeline.check.findings import Finding
+
+    inner = {}  # node name -> (op type, the control-flow node holding it)
+    stack = [(node, None) for node in model.graph.node]
+    while stack:
+        node, holder = stack.pop()
+        if holder is not None:
+            inner[node.name] = (node.op_type, holder)
+        for attr in node.attribute:
+            for body in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                stack += [(n, holder or "{} {}".format(node.op_type, node.name)) for n in body.node]
+    findings, seen = [], set()
+    for name, match in tf_by_node.items():
+        if name not in inner or id(match) in seen or not (match.stochastic or match.batch_dependent):
+            continue
+        seen.add(id(match))
+        names = [n for n in match.nodes if n in inner]
+        findings.append(Finding(
+            "warning", "onnx", "accepted_but_wrong", "/".join(sorted({inner[n][0] for n in names})), names,
+            "converts without error, but {} (inside {}, the ONNX form of its tf.cond or loop)".format(
+                match.cause, inner[names[0]][1]), match.fix, match.rewrite, match.batch_dependent))
+    return findings
 
 
 def _default_of(graph, tensor, hops=4):
