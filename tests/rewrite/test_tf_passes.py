@@ -299,3 +299,19 @@ def test_drop_noop_cast_and_its_near_miss(tmp_path):
     real = freeze(lambda t, x: t.cast(t.cast(conv(t, x), t.int32), t.float32), tmp_path / "real.pb")
     _, receipt = run_passes(real, ["drop_noop_cast"])
     assert receipt[0]["sites"] == []
+
+
+def test_fold_batchnorm_over_the_convolution_s_own_bias(tmp_path):
+    """Keras' Conv2D (use_bias=True) then BatchNormalization, frozen: Conv2D -> BiasAdd -> Mul -> Add. The BiasAdd
+    between them hid the batch norm from the pass (0 sites, said nowhere); (conv + b) * s + t folds to one BiasAdd."""
+    def graph(t, x):
+        y = t.nn.bias_add(conv(t, x), t.constant(np.linspace(-0.3, 0.4, 4, dtype="float32"), name="conv/bias"))
+        mul = t.constant(np.linspace(0.5, 2.0, 4, dtype="float32"), name="bn/mul")
+        add = t.constant(np.linspace(-1, 1, 4, dtype="float32"), name="bn/sub")
+        return t.nn.relu(y * mul + add)
+
+    folded, receipt = run_passes(freeze(graph, tmp_path / "biased.pb"), ["fold_batchnorm"])
+    assert len(receipt[0]["sites"]) == 1 and receipt[0]["ops"]["Mul"] == -1
+    assert receipt[0]["comparison"]["max_abs_diff"] < 1e-5
+    ops = [n.op for n in folded.graph_def.node if n.op in ("BiasAdd", "Mul", "AddV2", "Add")]
+    assert ops == ["BiasAdd"], ops

@@ -96,7 +96,8 @@ _CONV_OPS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
 @rewrite_pass("fold_batchnorm")
 def fold_batchnorm(graph, options):
     """Inference batch norm folded into the Conv2D / DepthwiseConv2dNative / MatMul before it: fused
-    (FusedBatchNorm*, is_training=false) or decomposed (Mul by a constant, then Add of a constant)."""
+    (FusedBatchNorm*, is_training=false) or decomposed (Mul by a constant, then Add of a constant); the
+    convolution's own bias between them (Keras' Conv2D, use_bias=True, then BatchNormalization) folds too."""
     import numpy as np
 
     sites = []
@@ -104,6 +105,7 @@ def fold_batchnorm(graph, options):
         if node.name not in graph.nodes:
             continue
         conv = graph.producer(node.input[0]) if node.input else None
+        conv, own_bias = _under_own_bias(graph, conv)
         if conv is None or conv.op not in _CONV_OPS or len(graph.consumers(conv.name)) != 1:
             continue
         weights = graph.const_value(graph.producer(conv.input[1]))
@@ -129,8 +131,12 @@ def fold_batchnorm(graph, options):
         channels = weights.shape[-1] if conv.op != "DepthwiseConv2dNative" else weights.shape[2] * weights.shape[3]
         if np.size(scale) not in (1, channels) or np.size(bias) not in (1, channels):
             continue
+        if own_bias is not None and np.size(own_bias) not in (1, channels):
+            continue
         scale = np.broadcast_to(np.ravel(scale), (channels,))
         bias = np.broadcast_to(np.ravel(bias), (channels,))
+        if own_bias is not None:  # (conv + b) * scale + bias = conv * scale + (b * scale + bias)
+            bias = np.broadcast_to(np.ravel(own_bias), (channels,)) * scale + bias
         new_w = weights * scale.reshape(weights.shape[2:]) if conv.op == "DepthwiseConv2dNative" else weights * scale
         kernel = graph.add_const(conv.name + "/folded_kernel", new_w.astype(np.float32))
         conv.input[1] = kernel.name
@@ -139,6 +145,19 @@ def fold_batchnorm(graph, options):
         sites.append(add.name)
     graph.changed()
     return sites
+
+
+def _under_own_bias(graph, node):
+    """(the convolution, its bias values) when ``node`` is a BiasAdd of a constant on a convolution read by nothing
+    else, else (node, None)."""
+    if node is None or node.op != "BiasAdd" or len(graph.consumers(node.name)) != 1 or len(node.input) < 2 \
+            or graph.attr(node, "data_format", "NHWC") != "NHWC":
+        return node, None
+    inner = graph.producer(node.input[0])
+    bias = graph.const_value(graph.producer(node.input[1]))
+    if inner is None or inner.op not in _CONV_OPS or bias is None:
+        return node, None
+    return inner, bias
 
 
 def _to_bias_add(node, value, bias):
