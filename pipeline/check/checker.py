@@ -208,6 +208,7 @@ def _check_route(c, route, folded, dropout_rewritten, blocked):
 def _ask_converter(c, table, predicted, blocked):
     """The onnx route on tf2onnx's real output when it can run, else ``predicted`` labelled why not."""
     from pipeline.check import convert_probe
+    from pipeline.check.converted_route import converted_route
     from pipeline.check.findings import PREDICTED
 
     graph = c.graph
@@ -226,8 +227,7 @@ def _ask_converter(c, table, predicted, blocked):
         predicted.note = "the graph is NO before conversion (see every route)"
         return predicted
     conversion = convert_probe.convert(graph.source, predicted.opset, timeout=c.convert_timeout)
-    result = convert_probe.converted_route(conversion, graph, c.target, table, c.by_node, c.plugins, c.known_plugins,
-                                           predicted)
+    result = converted_route(conversion, graph, c.target, table, c.by_node, c.plugins, c.known_plugins, predicted)
     if result is None:
         predicted.note = conversion.message
         return predicted

@@ -9,7 +9,7 @@ fixes it, where there is one.
 """
 
 from pipeline.check.batch_flow import batch_axes, flagged_reductions
-from pipeline.check.dropout import dropout_matches
+from pipeline.check.dropout import dropout_matches, idle_branch
 from pipeline.check.match import Match
 from pipeline.graph.analysis import FUSED_BATCH_NORM
 from pipeline.targets.families import Family, families, family_of, tensorflow_ops  # noqa: F401
@@ -35,7 +35,23 @@ def find_patterns(graph):
 def _batchnorm_training(graph):
     matches = []
     for node in [n for n in graph.nodes.values() if n.op in FUSED_BATCH_NORM]:
-        if node.attrs.get("is_training") is True:
+        if node.attrs.get("is_training") is not True:
+            continue
+        switch = idle_branch(graph, node)
+        if switch is not None:  # TF1's tf.cond(is_training, ...) with is_training left at its default False
+            matches.append(Match(
+                kind="batchnorm_training",
+                nodes=[node.name],
+                cause="batch norm in training mode ({} is_training=true) in the tf.cond branch that {} (a "
+                      "PlaceholderWithDefault) selects only when fed True: unfed, the inference branch runs (fed "
+                      "True, a sample's output depends on the others in its batch)".format(node.op, switch),
+                fix="leave {} unfed at inference, or make both branches inference: rewrite bn_inference".format(switch),
+                rewrite="bn_inference",
+                severity="info",
+                explains_only=True,
+                fed_by=[switch],
+            ))
+        else:
             matches.append(Match(
                 kind="batchnorm_training",
                 nodes=[node.name],
