@@ -207,7 +207,9 @@ class TFGraph:
         return count
 
     def remove(self, names):
-        """Delete nodes (in place: references to the other nodes stay valid) and control edges to them."""
+        """Delete nodes (in place: references to the other nodes stay valid), control edges to them and colocation
+        with them (a ``_class`` ``loc:@NAME`` entry: TensorFlow refuses to import a graph whose node "expects to be
+        colocated with unknown node" — a TF1 tf.cond's Switch on a folded batch norm gamma)."""
         names = set(names)
         nodes = self.graph_def.node
         for i in range(len(nodes) - 1, -1, -1):
@@ -217,6 +219,8 @@ class TFGraph:
             controls = [t for t in n.input if t.startswith("^") and t[1:] in names]
             for t in controls:
                 n.input.remove(t)
+            if "_class" in n.attr:
+                _drop_colocation(n, names)
         self.changed()
 
     def prune(self, outputs):
@@ -254,3 +258,16 @@ def view(graph):
     from pipeline.graph.tf_reader import frozen_view
 
     return frozen_view(graph.graph_def, "<rewrite>", "frozen_pb")
+
+
+def _drop_colocation(node, names):
+    """Remove ``loc:@NAME`` entries naming removed nodes from ``node``'s ``_class`` attribute (all gone: the attribute)."""
+    values = list(node.attr["_class"].list.s)
+    kept = [v for v in values if not (v.startswith(b"loc:@") and v[5:].decode("utf-8", "replace") in names)]
+    if len(kept) == len(values):
+        return
+    if kept:
+        del node.attr["_class"].list.s[:]
+        node.attr["_class"].list.s.extend(kept)
+    else:
+        del node.attr["_class"]

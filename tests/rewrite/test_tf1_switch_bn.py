@@ -13,8 +13,9 @@ MEAN = np.array([0.3, -0.2, 0.1, 0.5], "float32")
 VARIANCE = np.array([0.6, 1.4, 0.9, 2.0], "float32")
 
 
-def switch_graph(path, training_default=False):
-    """input -> conv -> tf.cond(is_training, bn training, bn inference) -> relu -> mean -> dense, frozen."""
+def switch_graph(path, training_default=False, ref_variables=False):
+    """input -> conv -> tf.cond(is_training, bn training, bn inference) -> relu -> mean -> dense, frozen.
+    ``ref_variables``: TF1's reference variables (tf.compat.v1.disable_v2_behavior()), read through NAME/read."""
     from pipeline.tf import import_tf
 
     tf = import_tf()
@@ -29,10 +30,11 @@ def switch_graph(path, training_default=False):
             w = v1.get_variable("conv/weights", initializer=rng.randn(3, 3, 3, 4).astype("float32"))
             y = tf.nn.conv2d(x, w, strides=1, padding="SAME")
             with v1.variable_scope("bn"):
-                gamma = v1.get_variable("gamma", initializer=np.full(4, 1.5, "float32"))
-                beta = v1.get_variable("beta", initializer=np.full(4, 0.25, "float32"))
-                mean = v1.get_variable("moving_mean", initializer=MEAN, trainable=False)
-                var = v1.get_variable("moving_variance", initializer=VARIANCE, trainable=False)
+                resource = not ref_variables
+                gamma = v1.get_variable("gamma", initializer=np.full(4, 1.5, "float32"), use_resource=resource)
+                beta = v1.get_variable("beta", initializer=np.full(4, 0.25, "float32"), use_resource=resource)
+                mean = v1.get_variable("moving_mean", initializer=MEAN, trainable=False, use_resource=resource)
+                var = v1.get_variable("moving_variance", initializer=VARIANCE, trainable=False, use_resource=resource)
                 y = v1.cond(is_training,
                             lambda: v1.nn.fused_batch_norm(y, gamma, beta, epsilon=1e-3, is_training=True)[0],
                             lambda: v1.nn.fused_batch_norm(y, gamma, beta, mean=mean, variance=var, epsilon=1e-3,
@@ -115,3 +117,23 @@ def test_auto_prediction_rewrite_and_check_of_the_output_agree(tmp_path):
     out = tmp_path / "out.pb"
     write_outputs(graph, io, summary, str(out))
     assert check_model(out, target).deployable  # deploy check out.pb, on tf2onnx's real output
+
+
+@pytest.mark.tf
+def test_the_shipped_rewrite_passes_keep_a_tf1_cond_graph_importable(tmp_path):
+    """deploy run's rewrite stage (fold_constants, fold_batchnorm, fold_pad in configs/base.yaml) on the TF1 switch
+    graph: folding gamma's read away left the cond's Switch colocated ('_class: loc:@bn/gamma') with a node that no
+    longer exists, and TensorFlow refused the graph ("expects to be colocated with unknown node")."""
+    from pipeline.rewrite.command import rewrite_model
+    from pipeline.rewrite.tfgraph import TFGraph
+
+    path = switch_graph(tmp_path / "switch.pb", ref_variables=True)
+    assert any(b"loc:@bn/gamma" in n.attr["_class"].list.s for n in TFGraph.load(path).graph_def.node
+               if "_class" in n.attr)
+    x = np.random.RandomState(1).rand(2, 6, 6, 3).astype("float32")
+    graph, _, _, after = rewrite_model(path, load_target("jetson_tx2"), ["fold_constants", "fold_batchnorm", "fold_pad"])
+    assert after.deployable
+    names = {n.name for n in graph.graph_def.node}
+    assert all(v[5:].decode() in names for n in graph.graph_def.node if "_class" in n.attr
+               for v in n.attr["_class"].list.s if v.startswith(b"loc:@"))
+    assert np.allclose(run(graph.serialize(), x), run(path.read_bytes(), x), atol=1e-5)
