@@ -94,8 +94,9 @@ def padded_output_text(where, parser, shape):
     return ("{}: the {} parser pads its output to a fixed {} (operators.md; experimental there), where ONNX and "
             "TensorFlow return only the selected boxes: what reads it sees the padding rows as boxes".format(
                 where, parser, shape),
-            "use the EfficientNMS_TRT or BatchedNMS_TRT plugin, whose outputs are padded by design and carry the number "
-            "of detections, or a target whose TensorRT (8.5 on) imports NonMaxSuppression with its data-dependent shape")
+            "use TensorRT's EfficientNMS_TRT plugin, whose outputs are padded by design and carry the number of "
+            "detections (deploy rewrite MODEL.onnx --pass replace_nms_with_plugin; it changes the graph's outputs), or "
+            "a target whose TensorRT (8.5 on) imports NonMaxSuppression with its data-dependent shape")
 
 
 def _runtime(target):

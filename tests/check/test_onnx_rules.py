@@ -342,6 +342,6 @@ def test_nms_whose_output_the_8_2_parser_pads_is_accepted_but_wrong_there_only(t
     wrong = _onnx(tx2).accepted_but_wrong
     assert [(f.kind, f.op, f.nodes) for f in wrong] == [("accepted_but_wrong", "NonMaxSuppression", ["nms"])]
     assert "pads its output to a fixed [max_output_boxes_per_class, 3]" in wrong[0].cause
-    assert "EfficientNMS_TRT" in wrong[0].fix and not tx2.deployable
+    assert "--pass replace_nms_with_plugin" in wrong[0].fix and not tx2.deployable
     nx = check_model(path, load_target("xavier_nx"))
     assert not _onnx(nx).accepted_but_wrong and nx.deployable
