@@ -237,11 +237,11 @@ def test_validate_checks_the_paths_a_config_names(tmp_path, cli):
     res = cli("validate", config)
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
-    assert lines == [
-        "deploy: error: {}:6 stages.train.init_from: {}/missing.keras not found; give a checkpoint (directory or "
-        "prefix, e.g. dir/model.ckpt-60), a .keras/.weights.h5/.h5 file or a frozen .pb".format(config, tmp_path),
+    assert lines == [  # in the file's order
         "deploy: error: {}:4 dataset.path: {}/nope not found; point it at the dataset, or set dataset.generate: "
-        "shapes".format(config, tmp_path)]
+        "shapes".format(config, tmp_path),
+        "deploy: error: {}:6 stages.train.init_from: {}/missing.keras not found; give a checkpoint (directory or "
+        "prefix, e.g. dir/model.ckpt-60), a .keras/.weights.h5/.h5 file or a frozen .pb".format(config, tmp_path)]
     config.write_text("run: {{name: x, dir: {r}}}\nmodel: {{source: {r}/mine.keras}}\ntarget: host_cpu\n"
                       "dataset: {{path: {r}/gen, generate: shapes}}\nstages:\n  train: {{init_from: {c}}}\n".format(
                           r=tmp_path, c=ckpt))
@@ -361,10 +361,10 @@ def test_validate_lists_every_target_problem_with_the_schema_problems(tmp_path, 
                       "  train:\n    epochz: 3\n".format(ROOT / "configs" / "jetson_tx2.yaml"))
     assert main(["validate", str(config)]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
-    assert [line.split(" ", 3)[3].split(":")[0] for line in lines] == [
-        "stages.train.epochz", "stages.engine.precision", "stages.convert.opset"], lines
-    assert "{}:4 stages.engine.precision: int8 is not supported on jetson_tx2".format(config) in lines[1]
-    assert "{}:6 stages.convert.opset: 15 is above what TensorRT".format(config) in lines[2]
+    assert [line.split(" ", 3)[3].split(":")[0] for line in lines] == [  # in the file's order
+        "stages.engine.precision", "stages.convert.opset", "stages.train.epochz"], lines
+    assert "{}:4 stages.engine.precision: int8 is not supported on jetson_tx2".format(config) in lines[0]
+    assert "{}:6 stages.convert.opset: 15 is above what TensorRT".format(config) in lines[1]
     assert main(["validate", str(config), "--format", "json"]) == 1
     shape = json.loads(capsys.readouterr().out)["error"]
     assert shape["exit_code"] == 1 and len(shape["problems"]) == 3 and shape["message"] == shape["problems"][0]
@@ -395,3 +395,19 @@ def test_validate_refuses_a_benchmark_batch_above_the_engine_s_and_a_dla_core_th
     res = cli("validate", ROOT / "configs" / "agx_orin.yaml", "--set", "stages.engine.dla_core=1", "--set",
               "stages.engine.precision=fp16", "--set", "stages.benchmark.batch_sizes=[8]")
     assert res.returncode == 0, res.stderr
+
+
+def test_validate_lists_the_problems_in_the_file_s_order(tmp_path, cli):
+    """The schema met stages.engine (a field before benchmark) first and listed line 12 above line 10."""
+    config = tmp_path / "c.yaml"
+    config.write_text("extends: {}\nrun:\n  name: t\ntarget: jetson_tx2\nmodel:\n  zoo: small_cnn\nstages:\n"
+                      "  benchmark:\n    iterations: 10\n    batch_size: [1, 4]\n  engine:\n    precison: fp32\n".format(
+                          ROOT / "configs" / "base.yaml"))
+    res = cli("validate", config)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and [line.split(" ")[2] for line in lines] == [
+        "{}:10".format(config), "{}:12".format(config)], lines
+    from pipeline.config.loading import in_file_order
+
+    assert in_file_order(["b.yaml:9 x: 1", "--set y: 2", "a.yaml:3 z: 3", "b.yaml:2 w: 4"]) == [
+        "b.yaml:2 w: 4", "b.yaml:9 x: 1", "a.yaml:3 z: 3", "--set y: 2"]

@@ -45,7 +45,7 @@ def load_config(path, overrides=()):
     try:
         config = Config.model_validate(data)
     except ValidationError as e:
-        problems = [_describe(err, source) for err in e.errors()]
+        problems = in_file_order([_describe(err, source) for err in e.errors()])
         raise ConfigError(_joined(problems), problems)
     config._path = Path(path)
     config._source = source
@@ -91,7 +91,22 @@ def validate_config(path, overrides=()):
     problems += [p for p in found if not any(" {}:".format(p.split(" ", 2)[1].rstrip(":")) in q for q in problems)]
     if config is not None and not problems:
         problems += config.path_problems()
-    return config, target, problems
+    return config, target, in_file_order(problems)
+
+
+def in_file_order(problems):
+    """``problems`` ordered as a reader meets them: by line within each file ("FILE:LINE key: ..."), the files in
+    the order they first appear; a problem without a line keeps its place after them (a stable sort)."""
+    import re
+
+    files, keys = {}, []
+    for text in problems:
+        found = re.match(r"(.+?):(\d+) ", text)
+        if found:
+            keys.append((0, files.setdefault(found.group(1), len(files)), int(found.group(2))))
+        else:
+            keys.append((1, 0, 0))
+    return [p for _, p in sorted(zip(keys, problems), key=lambda pair: pair[0])]
 
 
 class ConfigError(DeployError):
