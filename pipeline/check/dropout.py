@@ -191,7 +191,16 @@ _ARITHMETIC = {
 
 def _scalar(graph, tensor, defaults, depth=6):
     """The value of a scalar expression of constants and unfed PlaceholderWithDefaults (at their
-    defaults; their names go to ``defaults``), or None (a fed placeholder, anything else)."""
+    defaults; their names go to ``defaults``), or None (a fed placeholder, anything else, and a value that is not a
+    finite number: the model file is untrusted, and NaN or infinity decides nothing)."""
+    try:
+        value = _scalar_value(graph, tensor, defaults, depth)
+    except (OverflowError, ZeroDivisionError, ValueError):
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _scalar_value(graph, tensor, defaults, depth):
     node = graph.producer(tensor)
     if node is None or depth == 0:
         return None

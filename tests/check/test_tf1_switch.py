@@ -149,3 +149,12 @@ def test_idle_branch_names_the_switch_only_for_the_branch_its_default_leaves_idl
     graph = read_model(switch_graph(tmp_path / "on.pb", training_default=True))
     assert idle_branch(graph, graph.nodes["bn/cond/FusedBatchNormV3"]) is None
     assert idle_branch(graph, graph.nodes["bn/cond/FusedBatchNormV3_1"]) == "is_training"
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("default", [float("nan"), float("inf"), float("-inf")])
+def test_a_keep_prob_default_that_is_not_a_finite_number_is_random_never_a_traceback(tmp_path, default):
+    """The file is untrusted: math.floor(nan) raised ValueError (inf: OverflowError) out of deploy check."""
+    (match,) = dropout_matches(read_model(floor_dropout_graph(tmp_path / "odd.pb", default)))
+    assert match.stochastic
+    check_model(tmp_path / "odd.pb", load_target("jetson_tx2"), convert=False)  # an answer, not an exception
