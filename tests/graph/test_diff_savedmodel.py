@@ -158,3 +158,24 @@ def test_a_damaged_checkpoint_index_is_unreadable_never_a_traceback(tmp_path):
     for _ in range(2):  # the second answer is the first's, kept
         with pytest.raises(Unreadable, match="the checkpoint does not parse"):
             variables.value("dense/kernel")
+
+
+def test_an_untrusted_index_s_odd_numbers_are_unreadable_not_a_hang_or_a_traceback():
+    """Review findings: a varint longer than 10 bytes grew an integer without end (a 400 KB index took 12 s, a few MB
+    minutes); negative dimensions passed the size check (the product of [-1, -3] is 3) and reshape raised; complex
+    values broke --format json."""
+    import numpy as np
+
+    from pipeline.graph.diff.report import array_change
+    from pipeline.graph.diff.weights import Unreadable, Value, _varint
+
+    assert _varint(b"\xac\x02", 0) == (300, 2)
+    with pytest.raises(Unreadable, match="cannot parse"):
+        _varint(b"\xff" * 11 + b"\x01", 0)
+    odd = Value("float32", [-1, -3], np.zeros(3, "float32").tobytes())
+    assert odd.array() is None
+    with pytest.raises(Unreadable, match="negative dimension"):
+        Value("string", [-1, -3], b"").strings()
+    change = array_change("c", "c", np.array([1 + 1j, 2], "complex64"), np.array([1 + 1j, 3], "complex64"))
+    json.dumps(change)
+    assert change["values"] == {"a": ["(1+1j)", "(2+0j)"], "b": ["(1+1j)", "(3+0j)"]}

@@ -104,8 +104,16 @@ def array_change(name_a, name_b, xa, xb):
     else:
         entry["max_abs_diff"] = float("inf") if xa.shape == xb.shape else None
     if xa.size <= SMALL and xb.size <= SMALL:
-        entry["values"] = {"a": xa.tolist(), "b": xb.tolist()}
+        entry["values"] = {"a": _json_values(xa), "b": _json_values(xb)}
     return entry
+
+
+def _json_values(x):
+    """A small array's values as JSON can hold them: complex numbers as "re+imj" text, NaN and infinity kept as
+    floats (json writes them as the tokens deploy's records read)."""
+    if x.dtype.kind == "c":
+        return [str(v) for v in x.reshape(-1).tolist()]
+    return x.tolist()
 
 
 def _array(value):

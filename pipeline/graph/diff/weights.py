@@ -49,6 +49,8 @@ class Value:
 
     def strings(self):
         """A string tensor's items: the bundle stores their lengths (varints), a checksum, then the bytes."""
+        if any(d < 0 for d in self.shape):
+            raise Unreadable("the checkpoint gives a tensor a negative dimension")
         count = 1
         for d in self.shape:
             count *= d
@@ -73,7 +75,9 @@ class Value:
             dtype = np.dtype(self.dtype).newbyteorder("<")
         except TypeError:
             return None
-        if dtype.kind not in "fiubc" or len(self.data) != dtype.itemsize * int(np.prod(self.shape, dtype="int64")):
+        if any(d < 0 for d in self.shape):  # an untrusted index: reshape would take -1 as "the rest"
+            return None
+        if dtype.kind not in "fiub" or len(self.data) != dtype.itemsize * int(np.prod(self.shape, dtype="int64")):
             return None
         return np.frombuffer(self.data, dtype=dtype).reshape(self.shape)
 
@@ -294,6 +298,8 @@ def _varint(data, pos):
     while True:
         if pos >= len(data):
             raise Unreadable("the checkpoint index is truncated")
+        if shift > 63:  # protobuf and LevelDB varints are at most 10 bytes; a longer run would grow without end
+            raise Unreadable("the checkpoint index holds an entry deploy cannot parse")
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
