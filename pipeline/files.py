@@ -306,10 +306,15 @@ def onnx_file(path):
 # --- the model files deploy run starts from (model.source): pipeline.stages.source_artifacts
 
 SOURCE_KINDS = "a .keras/.h5 file, a SavedModel directory or a frozen .pb"
+# where JetPack installs trtexec (not on PATH on a stock board); the agent's own copy: device/agent/trtexec_build.py
+TRTEXEC = "/usr/src/tensorrt/bin/trtexec"
+# an engine built by hand as deploy's engine stage builds it by default (stages.engine.precision: fp16)
+TRTEXEC_BUILD = TRTEXEC + " --onnx={onnx} --saveEngine={engine} --fp16"
 SOURCE_SUFFIXES = {".keras": "keras_model", ".h5": "keras_model", ".pb": "frozen_graph", ".pbtxt": "frozen_graph"}
 # model files deploy check reads that are not a start of the pipeline: (what it is, what to do instead)
 NOT_A_START = {
-    ".onnx": ("an ONNX model", "build its engine on the board: trtexec --onnx={path} --saveEngine={stem}.engine"),
+    ".onnx": ("an ONNX model", "build its engine on the board: " + TRTEXEC_BUILD.format(onnx="{path}",
+                                                                                         engine="{stem}.engine")),
     ".meta": ("a TF1 meta graph", "freeze it with its checkpoint (tf.compat.v1.graph_util."
                                   "convert_variables_to_constants) and give the frozen .pb"),
 }

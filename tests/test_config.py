@@ -255,7 +255,7 @@ def test_validate_refuses_a_model_source_deploy_run_cannot_start_from(tmp_path, 
     """An ONNX model or a TF1 meta graph is checked by deploy check but is not a start of the pipeline: validate says
     so (what to do instead), as deploy run would, instead of "ok"."""
     for name, words in (("m.onnx", "is an ONNX model: deploy run starts from a .keras/.h5 file, a SavedModel "
-                                   "directory or a frozen .pb; build its engine on the board: trtexec --onnx="),
+                                   "directory or a frozen .pb; build its engine on the board: /usr/src/tensorrt/bin/trtexec --onnx="),
                         ("m.meta", "is a TF1 meta graph: deploy run starts from"),
                         ("m.tflite", "is not a .keras/.h5 file, a SavedModel directory or a frozen .pb")):
         (tmp_path / name).write_bytes(b"\x08\x07")

@@ -130,7 +130,10 @@ def _beyond_deploy_run(report):
     inputs = model.get("inputs") or []
     if model.get("kind") != "tensorflow" or not inputs or image_input(inputs) is not None:
         return ""
-    path, stem, opset = model["path"], Path(model["path"]).stem, report.target.get("max_opset")
+    onnx = next((r for r in getattr(report, "routes", ()) if r.route == "onnx"), None)
+    # the opset the check converted or predicted at (the convert stage's: within tf2onnx's reach), not the parser's max
+    opset = onnx.opset if onnx is not None and onnx.opset else report.target.get("max_opset")
+    path, stem = model["path"], Path(model["path"]).stem
     at = " --opset {}".format(opset) if opset else ""
     if model.get("format") == "saved_model":
         how = "python -m tf2onnx.convert --saved-model {}{} --output {}.onnx".format(path, at, stem)
@@ -139,9 +142,11 @@ def _beyond_deploy_run(report):
             path, ",".join(i["name"] for i in inputs), ",".join(model.get("outputs") or []), at, stem)
     else:
         how = "convert it with tf2onnx{}".format(" at opset {}".format(opset) if opset else "")
-    return ("next: {}, then on the board: trtexec --onnx={}.onnx --saveEngine={}.engine  (deploy run compares and "
-            "benchmarks models with one NHWC image input; this one has {})".format(
-                how, stem, stem, ", ".join("{} {}".format(i["name"], i.get("shape")) for i in inputs)))
+    from pipeline.files import TRTEXEC_BUILD
+
+    return ("next: {}, then on the board: {}  (deploy run compares and benchmarks models with one NHWC image input; "
+            "this one has {})".format(how, TRTEXEC_BUILD.format(onnx=stem + ".onnx", engine=stem + ".engine"),
+                                      ", ".join("{} {}".format(i["name"], i.get("shape")) for i in inputs)))
 
 
 def verdict_lines(report):

@@ -304,7 +304,8 @@ def test_a_yes_for_an_onnx_model_names_trtexec_not_a_deploy_run_that_would_refus
     report = check_model(fixtures.onnx_model(models / "next.onnx", opset=15), load_target("xavier_nx"))
     assert report.deployable
     line = next_command(report)
-    assert line.startswith("next: build its engine on the board: trtexec --onnx={} --saveEngine=next.engine".format(
+    assert line.startswith("next: build its engine on the board: /usr/src/tensorrt/bin/trtexec --onnx={} "
+                           "--saveEngine=next.engine --fp16".format(
         models / "next.onnx")), line
     assert "deploy run starts from a .keras/.h5 file, a SavedModel directory or a frozen .pb" in line
 
@@ -317,13 +318,14 @@ def test_a_yes_for_a_model_deploy_run_cannot_feed_names_tf2onnx_and_trtexec_not_
     from pipeline.check.report import next_command
 
     def report(inputs, fmt="frozen_pb"):
-        return SimpleNamespace(deployable=True, target={"name": "jetson_tx2", "max_opset": 13}, model={
-            "path": "m/nms.pb", "kind": "tensorflow", "format": fmt, "inputs": inputs, "outputs": ["Identity:0"]})
+        return SimpleNamespace(deployable=True, target={"name": "jetson_tx2", "max_opset": 20}, model={
+            "path": "m/nms.pb", "kind": "tensorflow", "format": fmt, "inputs": inputs, "outputs": ["Identity:0"]},
+            routes=[SimpleNamespace(route="onnx", opset=13)])  # the opset checked, not the parser's max (20)
 
     line = next_command(report([{"name": "boxes:0", "shape": [100, 4]}, {"name": "scores:0", "shape": [100]}]))
     assert line == ("next: python -m tf2onnx.convert --graphdef m/nms.pb --inputs boxes:0,scores:0 --outputs "
-                    "Identity:0 --opset 13 --output nms.onnx, then on the board: trtexec --onnx=nms.onnx "
-                    "--saveEngine=nms.engine  (deploy run compares and benchmarks models with one NHWC image input; "
+                    "Identity:0 --opset 13 --output nms.onnx, then on the board: /usr/src/tensorrt/bin/trtexec "
+                    "--onnx=nms.onnx --saveEngine=nms.engine --fp16  (deploy run compares and benchmarks models with one NHWC image input; "
                     "this one has boxes:0 [100, 4], scores:0 [100])")
     assert "--saved-model m/nms.pb --opset 13" in next_command(report([{"name": "x:0", "shape": [None, 128]}],
                                                                       "saved_model"))
@@ -371,3 +373,11 @@ def test_tf_nms_is_accepted_but_wrong_on_the_8_2_parser_predicted_and_converted_
         assert not report.deployable
     assert found[0] == found[1] == [("NonMaxSuppression", True)]
     assert check_model(path, load_target("xavier_nx"), convert=False).deployable
+
+
+def test_the_trtexec_the_host_names_is_where_the_agent_looks_first():
+    """One fact, two copies (the agent runs on the board on its own, Python 3.6, without pipeline.files): they agree."""
+    from pipeline.device.agent.trtexec_build import CANDIDATES
+    from pipeline.files import TRTEXEC
+
+    assert TRTEXEC == CANDIDATES[0]
