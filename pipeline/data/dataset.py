@@ -73,9 +73,15 @@ def image_folder(config):
     return ds.path if ds is not None and ds.format == "folder" else None
 
 
-def dataset_samples(config, count, image_size):
+def dataset_samples(config, count, image_size, channels=3):
     """Up to ``count`` real images (float32 NHWC, 0..255) from the config's image-folder dataset,
-    val split first; seeded random pixels when it has none. Returns (images, source)."""
+    val split first; seeded random pixels when it has none, or when the model takes other than 3 channels (the
+    folder's images are RGB; the config's dataset is there for every stage). Returns (images, source)."""
     from pipeline.data.samples import sample_images as samples
 
-    return samples(image_folder(config), count, image_size)
+    folder = image_folder(config)
+    if folder is not None and channels != 3:
+        images, source = samples(None, count, image_size, channels=channels)
+        return images, "{} (dataset.path {} not used: its images are RGB, the model takes {} channel{})".format(
+            source, folder, channels, "" if channels == 1 else "s")
+    return samples(folder, count, image_size, channels=channels)

@@ -65,6 +65,10 @@ def check_feed(graph, io, dataset=None, count=4, shape=None, seed=0, dataset_ask
         from pipeline.data.samples import sample_images
 
         name, height, width, channels = image
+        if dataset is not None and not dataset_asked and channels != 3:  # the config's RGB folder, for every stage
+            images, source = sample_images(None, count, (height, width), seed, channels)
+            return Feed({name: images}, "{} (dataset.path {} not used: its images are RGB, the model takes {} "
+                                        "channel{})".format(source, dataset, channels, "" if channels == 1 else "s"))
         images, source = sample_images(dataset, count, (height, width), seed, channels)
         return Feed({name: images}, source)
     unused = ""

@@ -41,7 +41,10 @@ def convert(ctx):
     onnx.save(model, str(ctx.output("onnx")))
     from pipeline.data.dataset import dataset_samples
 
-    images, source = dataset_samples(ctx.config, ctx.options.compare_samples, image_size(io, frozen))
+    from pipeline.graph.io import image_input
+
+    size = image_size(io, frozen)
+    images, source = dataset_samples(ctx.config, ctx.options.compare_samples, size, image_input(io["inputs"])[3])
     comparison = compare_with_tf(graph_def, io, ctx.output("onnx"), images, source=source,
                                  tolerance=ctx.options.tolerance, frozen_graph=frozen)
     if not comparison["within_tolerance"]:

@@ -218,3 +218,17 @@ def test_set_input_shape_with_a_batch_of_1_passes_the_numeric_check(tmp_path, ca
     assert printed["passes"] == receipt["passes"] and printed["receipt"] == str(tmp_path / "fixed.rewrite.json")
     assert printed["inputs"].startswith("random pixels, seed 0") and printed["passes"][0]["pass"] == "set_input_shape"
     assert "numeric checks" not in seen.err and "set_input_shape" not in seen.err  # stderr: slow steps only
+
+
+def test_the_config_s_rgb_folder_is_not_used_for_a_one_channel_model(tmp_path):
+    """The rewrite stage in deploy run on a 1-channel model stopped with "the model takes 1 channels; images from
+    data/shapes are RGB (3)" (no next step): the config's folder is not asked for, so random pixels, said so; asked
+    (deploy rewrite --dataset), the refusal stands."""
+    graph = _graph("DT_FLOAT", [-1, 28, 28, 1])
+    io = graph_io(graph.graph_def, outputs=["output"])
+    feed = check_feed(graph, io, dataset=str(tmp_path), count=2, dataset_asked=False)
+    assert feed.arrays["x"].shape == (2, 28, 28, 1)
+    assert feed.source == "random pixels, seed 0 (dataset.path {} not used: its images are RGB, the model takes 1 " \
+                          "channel)".format(tmp_path)
+    with pytest.raises(DeployError, match="the model takes 1 channels"):
+        check_feed(graph, io, dataset=str(tmp_path), count=2)
