@@ -31,7 +31,12 @@ class TensorFlowSession:
         self.graph_def = seeded_graph_def(graph_def)  # repeatable, whatever it holds
         self.graph = tf.Graph()
         with self.graph.as_default():
-            tf.graph_util.import_graph_def(self.graph_def, name="")
+            try:
+                tf.graph_util.import_graph_def(self.graph_def, name="")
+            except ValueError as e:  # TensorFlow's words for a graph it cannot build (an Assign on a frozen constant)
+                raise DeployError("{} does not import into TensorFlow: {}; was it frozen from a training graph? deploy "
+                                  "check {} names what is left of training".format(
+                                      source, str(e).splitlines()[0], source)) from None
         get = self.graph.get_tensor_by_name
         self._feeds = {i["name"]: get(tensor_name(i["name"])) for i in io["inputs"]}
         self._fetches = [get(tensor_name(o["name"])) for o in io["outputs"]]
