@@ -18,6 +18,10 @@ PREDICTED = "predicted"  # from the tf2onnx table: "predicted, tf2onnx not run"
 # graph-level findings (not an inference graph) count on every route; tftrt reports its share;
 # only onnx and uff (RUNNABLE_ROUTES) make the verdict; routes say their basis (converted/predicted).
 SCHEMA = "deploy.check/2"
+# TensorRT 8.x casts an INT64 input to INT32: no pass of deploy's changes it (docs/rewrite.md lists int64_to_int32 as
+# not written), so the fix is the model's
+INT64_INPUT_FIX = ("nothing to do while its values stay below 2^31; beyond that, make the input int32 in the model "
+                   "before export (tf.cast at the input)")
 
 
 @dataclass

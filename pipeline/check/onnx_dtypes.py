@@ -31,9 +31,11 @@ class TypeRules:
         if name is None:
             return
         if name == "INT64" and self.cast_down.get("INT64") == "INT32":
+            from pipeline.check.findings import INT64_INPUT_FIX
+
             self.out.add("warning", "dtype", None, ("input", info.name), info.name, info.name,
                          "input {} is INT64; {} casts INT64 to INT32".format(info.name, self.version),
-                         "use int32 inputs (rewrite int64_to_int32) if values can exceed 2^31", "int64_to_int32")
+                         INT64_INPUT_FIX)
         elif name in self.quantized:
             self.out.add("blocker", "dtype", None, ("input", info.name), info.name, info.name,
                          "input {} is {}; {} takes {} only through QuantizeLinear/DequantizeLinear, never as a network "

@@ -6,7 +6,7 @@ A finding's cause and fix come from the pattern or op family its nodes belong to
 
 from collections import OrderedDict
 
-from pipeline.check.findings import Finding, RouteResult
+from pipeline.check.findings import INT64_INPUT_FIX, Finding, RouteResult
 from pipeline.check.op_index import OpIndex
 
 # TF dtype names -> the ONNX/TensorRT type names the op tables use
@@ -311,7 +311,7 @@ def _dtype_findings(route, graph, table, target):
         if name == "INT64":
             findings.append(Finding("warning", route, "dtype", None, [tensor],
                                     "input {} is INT64; TensorRT {} casts INT64 to INT32".format(tensor, target.tensorrt),
-                                    "use int32 inputs (rewrite int64_to_int32) if values can exceed 2^31", "int64_to_int32"))
+                                    INT64_INPUT_FIX))
         elif normalize_type(name) in quantized:
             findings.append(Finding("blocker", route, "dtype", None, [tensor],
                                     "input {} is {}; TensorRT {} takes {} only through QuantizeLinear/DequantizeLinear, "

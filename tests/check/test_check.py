@@ -189,6 +189,12 @@ def test_onnx_int64_input_is_a_warning(models):
     assert blockers(report, "onnx") == {}
     assert [f.cause for f in route(report, "onnx").findings if f.kind == "dtype"] == [
         "input x is INT64; TensorRT 8.2.1 casts INT64 to INT32"]
+    # its fix named `rewrite int64_to_int32`, a pass deploy does not have (deploy rewrite: "unknown rewrite pass")
+    from pipeline.rewrite import registry
+
+    for finding in route(report, "onnx").findings:
+        assert finding.rewrite is None or finding.rewrite in registry(), finding.rewrite
+        assert "int64_to_int32" not in finding.fix
 
 
 def test_onnx_plugin_node_is_recognised_as_a_plugin(models):
