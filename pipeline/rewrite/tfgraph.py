@@ -145,7 +145,7 @@ class TFGraph:
             return None
         from pipeline.graph.tf_attrs import decode_tf_tensor
 
-        return decode_tf_tensor(node.attr["value"].tensor).value
+        return decode_tf_tensor(node.attr["value"].tensor).array()  # whatever its size (.value stops at 10,000 elements)
 
     def op_counts(self):
         return Counter(n.op for n in self.graph_def.node)

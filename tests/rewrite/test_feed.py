@@ -232,3 +232,13 @@ def test_the_config_s_rgb_folder_is_not_used_for_a_one_channel_model(tmp_path):
                           "channel)".format(tmp_path)
     with pytest.raises(DeployError, match="the model takes 1 channels"):
         check_feed(graph, io, dataset=str(tmp_path), count=2)
+
+
+def test_a_real_sized_embedding_is_read_too():
+    """A 2,000 x 8 embedding (16,000 values, over the graph view's 10,000-element small-tensor limit): its size was
+    read through TensorValue.value, None above the limit, so every real text model was "not compared" and its passes
+    ran unchecked."""
+    graph = _text_graph(vocabulary=2000)
+    feed = check_feed(graph, graph_io(graph.graph_def, outputs=["output"]), count=4)
+    assert feed.skipped is None and "token ids in [0, 2000)" in feed.source
+    assert graph.const_value(graph.node("embedding")).shape == (2000, 8)

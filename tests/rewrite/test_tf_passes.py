@@ -315,3 +315,17 @@ def test_fold_batchnorm_over_the_convolution_s_own_bias(tmp_path):
     assert receipt[0]["comparison"]["max_abs_diff"] < 1e-5
     ops = [n.op for n in folded.graph_def.node if n.op in ("BiasAdd", "Mul", "AddV2", "Add")]
     assert ops == ["BiasAdd"], ops
+
+
+def test_fold_batchnorm_folds_a_real_sized_kernel(tmp_path):
+    """A 3x3x32x64 kernel (18,432 values): TFGraph.const_value read it through the graph view's small-tensor value
+    (None above 10,000 elements), so fold_batchnorm skipped every real convolution without a word."""
+    def graph(t, x):
+        rng = np.random.RandomState(5)
+        y = t.nn.conv2d(x, t.constant(rng.randn(3, 3, 3, 32).astype("float32"), name="c1/kernel"), 1, "SAME")
+        y = t.nn.conv2d(y, t.constant(rng.randn(3, 3, 32, 64).astype("float32") * 0.1, name="c2/kernel"), 1, "SAME")
+        return t.nn.relu(y * t.constant(np.linspace(0.5, 2.0, 64, dtype="float32")) +
+                         t.constant(np.linspace(-1, 1, 64, dtype="float32")))
+
+    _, receipt = run_passes(freeze(graph, tmp_path / "big.pb"), ["fold_batchnorm"])
+    assert len(receipt[0]["sites"]) == 1 and receipt[0]["comparison"]["max_abs_diff"] < 1e-3
