@@ -112,11 +112,23 @@ def next_command(report):
         shown = display(config)
     else:
         shown = "CONFIG"
-    line = "next: deploy run {} --set model.zoo=null --set model.source={}".format(shown, report.model["path"])
+    line = "next: deploy run {} --set model.zoo=null --set model.source={}{}".format(
+        shown, report.model["path"], _opt_ins())
     if shown == "CONFIG":
         line += "  (CONFIG: a config with `target: {}`; deploy ships none for it, e.g. `extends: base.yaml` from " \
                 "configs/ plus that line)".format(report.target["name"])
     return line
+
+
+def _opt_ins():
+    """The opt-ins this check ran with (--custom-objects, --trust-model): deploy run needs them to load the same model."""
+    import os
+
+    from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+    from pipeline.tf.screen import trusted
+
+    flags = " --custom-objects {}".format(os.environ[CUSTOM_OBJECTS_ENV]) if os.environ.get(CUSTOM_OBJECTS_ENV) else ""
+    return flags + (" --trust-model" if trusted() else "")
 
 
 def _beyond_deploy_run(report):

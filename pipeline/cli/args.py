@@ -157,6 +157,22 @@ def add_trust(parser):
                              "queue ops): only for files you trust")
 
 
+def add_custom_objects(parser):
+    parser.add_argument("--custom-objects", metavar="FILE.py",
+                        help="a Python file defining the custom Keras layer classes a .keras/.h5 uses (its "
+                             "CUSTOM_OBJECTS dict, else every class it defines); deploy runs it: only for code you trust")
+
+
+def use_custom_objects(args):
+    """--custom-objects FILE.py: in the environment, so the readers and deploy's child processes load the user's code."""
+    if getattr(args, "custom_objects", None):
+        import os
+
+        from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+
+        os.environ[CUSTOM_OBJECTS_ENV] = os.path.abspath(args.custom_objects)
+
+
 def add_format(parser, choices=FORMATS, default="text", help=None, json_alias=False):
     """``--format``; with ``json_alias``, the older ``--json`` too (deprecated: the same as --format json)."""
     parser.add_argument("--format", default=default, choices=choices,

@@ -65,7 +65,9 @@ def _is_hdf5(path, head):
 
 
 def load_keras_model(path):
-    """The Keras model at ``path`` (compile=False, safe_mode=True); DeployError for a bad file."""
+    """The Keras model at ``path`` (compile=False; safe_mode=True unless the user passed --trust-model), with the
+    user's --custom-objects in scope (``DEPLOY_CUSTOM_OBJECTS``, as deploy check reads it); DeployError for a bad
+    file."""
     problem = keras_file_problem(path)
     if problem:
         raise DeployError("{}: {}; save the model again with model.save('model.keras')".format(path, problem))
@@ -74,9 +76,23 @@ def load_keras_model(path):
     import_tf()
     import keras
 
+    from pipeline.graph.keras_reader import custom_objects
+    from pipeline.tf.screen import trusted
+
+    objects = custom_objects()  # {} unless opted in; its own errors are DeployErrors naming the file
     try:
-        return keras.models.load_model(str(path), compile=False, safe_mode=True)
+        with keras.saving.custom_object_scope(objects):
+            return keras.models.load_model(str(path), compile=False, safe_mode=not trusted())
     except Exception as e:  # keras raises many types for a bad file
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise DeployError("{}: cannot load as a Keras model ({}); save it again with model.save('model.keras')".format(
-            path, first))
+        raise DeployError("{}: cannot load as a Keras model ({}); {}".format(path, first, _load_advice(first)))
+
+
+def _load_advice(message):
+    """What to do when Keras refused the file: the opt-ins for a Lambda layer or a custom class, else save it again."""
+    if "Lambda" in message or "safe_mode" in message:
+        return "its Lambda layers run Python code stored in the file: pass --trust-model if you trust it"
+    if "custom" in message.lower() or "Unknown layer" in message or "could not be deserialized" in message:
+        return ("it uses layer classes deploy cannot import: pass --custom-objects FILE.py (the file that defines "
+                "them)")
+    return "save it again with model.save('model.keras')"

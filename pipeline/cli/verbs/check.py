@@ -1,6 +1,7 @@
 """deploy check MODEL... --target T: will a model convert for a Jetson?"""
 
-from pipeline.cli.args import LazyChoices, add_format, add_trust, add_verb, positive, write_or_fail
+from pipeline.cli.args import (LazyChoices, add_custom_objects, add_format, add_trust, add_verb, positive,
+                               use_custom_objects, write_or_fail)
 from pipeline.estimate.summary import GATE_NODES
 
 
@@ -33,9 +34,7 @@ def add_parser(subparsers):
                                "precision; never part of the verdict; deploy estimate for the layers)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr (errors only)")
     add_trust(p)  # a Keras Lambda layer's Python code is loaded (and traced) only with it
-    p.add_argument("--custom-objects", metavar="FILE.py",
-                   help="a Python file defining the custom Keras layer classes a .keras/.h5 uses (its CUSTOM_OBJECTS "
-                        "dict, else every class it defines); deploy runs it: only for code you trust")
+    add_custom_objects(p)
 
 
 def run(args):
@@ -45,12 +44,7 @@ def run(args):
     from pipeline.progress import Progress
 
     progress = Progress("quiet" if args.quiet else "human")
-    if args.custom_objects:  # opted in: the reader and the converter's workers (child processes) load the user's code
-        import os
-
-        from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
-
-        os.environ[CUSTOM_OBJECTS_ENV] = os.path.abspath(args.custom_objects)
+    use_custom_objects(args)  # opted in: the reader and the converter's workers (child processes) load the user's code
     models = args.model
     single = len(models) == 1 and not zoo.is_zoo(models)
     answers = None

@@ -2,7 +2,7 @@
 
 import sys
 
-from pipeline.cli.args import add_config, add_trust, add_verb
+from pipeline.cli.args import add_config, add_custom_objects, add_trust, add_verb, use_custom_objects
 from pipeline.errors import DeployError
 
 ALL_STAGES = "__all__"  # --force with no stage
@@ -18,7 +18,8 @@ def add_parser(subparsers):
     p.add_argument("--only", metavar="STAGE", help="run STAGE alone (earlier stages must be cached)")
     p.add_argument("--keep-going", action="store_true", help="after a failed stage, run the stages that do not depend on it")
     p.add_argument("--no-report", action="store_true", help="do not write <run dir>/report.html at the end")
-    add_trust(p)
+    add_trust(p)  # also: a Keras model's Lambda layers are loaded (their Python code runs), as deploy check loads them
+    add_custom_objects(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     out.add_argument("--format", default="text", choices=("text", "json"),
@@ -35,6 +36,7 @@ def run(args):
     from pipeline.progress import Progress
     from pipeline.runner import format_summary, run as run_stages
 
+    use_custom_objects(args)
     as_json = args.format == "json"
     progress = Progress("json" if as_json else "quiet" if args.quiet else "human")
     config = load_config(args.config, args.set)
