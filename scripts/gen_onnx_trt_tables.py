@@ -86,6 +86,10 @@ PARSER = {
                     "integer Pow is refused, as the row's types say"),
         "ScatterElements": ({}, "native: the importer builds an IScatterLayer (addScatterLayer, kELEMENT); the "
                                 "plugin library's ScatterElements plugin (10.x) is never needed here (" + _SRC_82 + ")"),
+        "Reciprocal": ({"supported": True, "types": ["FP32", "FP16"]},
+                       "operators.md marks it N, but the pinned parser imports it: DEFINE_BUILTIN_OP_IMPORTER(Reciprocal) "
+                       "-> unaryHelper(kRECIP), which refuses INT32 and BOOL (" + _SRC_82 + "); Keras LayerNormalization's "
+                       "1/sqrt emits it"),
     },
     "onnx_trt_8.5": {
         "ReduceSum": ({"const_inputs": {1: "axes"}},

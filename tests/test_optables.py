@@ -87,6 +87,10 @@ def test_onnx_trt_8_2_facts():
     assert nms.supported and nms.experimental
     assert nms.const_inputs == {2: "max_output_boxes_per_class", 3: "iou_threshold", 4: "score_threshold"}
     assert nms.padded_output == "[max_output_boxes_per_class, 3]"  # "Output has fixed shape and is padded to ..."
+    # operators.md says N; the pinned parser imports it (unaryHelper kRECIP): Keras LayerNormalization was a false NO
+    reciprocal = t.lookup("Reciprocal")
+    assert reciprocal.supported and reciprocal.types == ("FP32", "FP16")
+    assert any("DEFINE_BUILTIN_OP_IMPORTER(Reciprocal)" in n for n in reciprocal.notes)
     assert all(load_op_table(n).lookup("NonMaxSuppression").padded_output is None
                for n in ("onnx_trt_8.5", "onnx_trt_8.6", "onnx_trt_10"))
     assert t.lookup("NonZero").supported is False and not t.is_supported("NonZero")
