@@ -137,3 +137,14 @@ def test_the_shipped_rewrite_passes_keep_a_tf1_cond_graph_importable(tmp_path):
     assert all(v[5:].decode() in names for n in graph.graph_def.node if "_class" in n.attr
                for v in n.attr["_class"].list.s if v.startswith(b"loc:@"))
     assert np.allclose(run(graph.serialize(), x), run(path.read_bytes(), x), atol=1e-5)
+
+
+def test_moving_statistics_are_looked_for_above_a_cond_scope_only():
+    """Climbing every parent scope could take another layer's statistics (a parent scope's moving_mean of the same
+    size): only a tf.cond's scope (cond, cond_N) is climbed past."""
+    from pipeline.rewrite.passes.training_mode import _stat_names
+
+    assert _stat_names("net/bn/cond_1/FusedBatchNormV3_1") == [
+        ("net/bn/cond_1/moving_mean", "net/bn/cond_1/moving_variance"), ("net/bn/moving_mean", "net/bn/moving_variance")]
+    assert _stat_names("block2/bn/FusedBatchNormV3") == [("block2/bn/moving_mean", "block2/bn/moving_variance")]
+    assert _stat_names("FusedBatchNormV3") == [("moving_mean", "moving_variance")]

@@ -108,12 +108,17 @@ def bn_inference(graph, options):
 
 
 def _stat_names(name):
-    """<scope>/moving_mean and <scope>/moving_variance for the node's scope and each scope above it
-    but the root (a tf.cond's branch sits in <bn scope>/cond/); a node at the root: the root's."""
+    """<scope>/moving_mean and <scope>/moving_variance for the node's scope, and above it only past a tf.cond's
+    scope (its branch sits in <bn scope>/cond/ or cond_N/): a parent scope's statistics may be another layer's; a
+    node at the root: the root's."""
+    import re
+
     parts = name.split("/")[:-1]
-    names = []
-    for end in range(len(parts), 0 if parts else -1, -1):
-        prefix = "/".join(parts[:end]) + "/" if end else ""
+    names = [("/".join(parts) + "/" if parts else "") + s for s in ("moving_mean", "moving_variance")]
+    names = [tuple(names)]
+    while parts and re.fullmatch(r"cond(_\d+)?", parts[-1]):
+        parts = parts[:-1]
+        prefix = "/".join(parts) + "/" if parts else ""
         names.append((prefix + "moving_mean", prefix + "moving_variance"))
     return names
 
