@@ -104,19 +104,23 @@ def test_the_threshold_is_2_s_unless_set_and_0_names_every_step_at_once(monkeypa
     assert capsys.readouterr().err.splitlines()[:2] == ["converting ...", "  image 1/2 done"]
 
 
-def test_a_step_whose_work_was_refused_does_not_close_with_done(monkeypatch, capsys):
+def test_a_step_whose_work_was_refused_does_not_close_with_done(monkeypatch, capsys, tmp_path):
     """deploy check on a graph the screen refuses (a PyFunc): the conversion step closed "done in 3.8 s" above a
-    report saying tf2onnx was not run; its closing word is now what happened."""
+    report saying tf2onnx was not run; its closing word is now what happened. Through convert_probe.convert, the
+    worker's answer replaced (a refusal needs TensorFlow in the worker)."""
     from types import SimpleNamespace
 
-    from pipeline.check.convert_probe import _outcome
-    from pipeline.progress import Progress
+    from pipeline.check import convert_probe
+    from pipeline.progress import AFTER_ENV, Progress
 
-    with Progress("human", bars=False).step("converting m.pb with tf2onnx at opset 13", after=0) as step:
-        _outcome(step, SimpleNamespace(status="refused"))
-    with Progress("human", bars=False).step("converting n.pb with tf2onnx at opset 13", after=0) as step:
-        _outcome(step, SimpleNamespace(status="converted"))
-    _outcome(None, SimpleNamespace(status="timeout"))  # a quick step has no context object: nothing to say
+    monkeypatch.setenv(AFTER_ENV, "0")  # every step named, at once
+    answers = iter([SimpleNamespace(status="refused"), SimpleNamespace(status="converted")])
+    monkeypatch.setattr(convert_probe, "convert_on", lambda worker, path, opset, timeout=None: next(answers))
+    monkeypatch.setattr(convert_probe, "_shared_worker", lambda big: None)
+    for name in ("m.pb", "n.pb"):
+        (tmp_path / name).write_bytes(b"graph " + name.encode())
+        with convert_probe.reporting(Progress("human", bars=False), name):
+            convert_probe.convert(str(tmp_path / name), 13)
     lines = capsys.readouterr().err.splitlines()
-    assert lines[1].startswith("converting m.pb with tf2onnx at opset 13: refused (not converted) in ")
-    assert lines[3].startswith("converting n.pb with tf2onnx at opset 13: done in ")
+    assert lines[1].startswith("converting m.pb with tf2onnx at opset 13: refused (not converted) in "), lines
+    assert lines[3].startswith("converting n.pb with tf2onnx at opset 13: done in "), lines

@@ -47,4 +47,5 @@ def _next_step(opts, frozen, target):
         return ("apply the fixes deploy check names: stages.rewrite.auto: true (with stages.rewrite.checkpoint: the "
                 "training checkpoint, where bn_inference needs batch norm's moving statistics), or list passes in "
                 "stages.rewrite.passes")
-    return "deploy check {} --target {} names each finding and its fix".format(frozen, target)
+    return ("what is left and its fix: deploy rewrite {} --target {} --auto -o rewritten.pb, then deploy check "
+            "rewritten.pb --target {}".format(frozen, target, target))

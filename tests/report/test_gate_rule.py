@@ -225,7 +225,7 @@ def test_gate_bound_reproduces_the_closed_form_and_the_corrections_raise_it():
 
 def test_gate_model_by_night_keeps_the_default_runs_first_three_nights():
     """--by-night N draws a step's later nights from a generator of their own: its count by night 3 is the default
-    run's, the counts by night grow, and they add up to the steps caught."""
+    run's, and the counts by night add up to the steps caught."""
     import collections
 
     gate_model = _bench("gate_model")
@@ -234,7 +234,7 @@ def test_gate_model_by_night_keeps_the_default_runs_first_three_nights():
     quiet, caught = gate_model.simulate("normal", 2, 9, 3, 0, [0.05], why, {0.05: 5})
     assert quiet == default[0]
     by_night = [sum(why[("night", 0.05, i)] for i in range(1, j + 1)) for j in range(1, 6)]
-    assert by_night[2] == default[1][0.05][0] and by_night == sorted(by_night)
+    assert by_night[2] == default[1][0.05][0]
     assert by_night[-1] == caught[0.05][0] and caught[0.05][1] == default[1][0.05][1] == 6
 
 

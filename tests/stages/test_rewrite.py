@@ -39,7 +39,8 @@ def test_the_stage_hands_rewrite_the_image_folder(monkeypatch, fmt, expected):
 
 @pytest.mark.parametrize("auto, words", [
     (False, "apply the fixes deploy check names: stages.rewrite.auto: true (with stages.rewrite.checkpoint"),
-    (True, "deploy check runs/x/freeze/frozen.pb --target jetson_tx2 names each finding and its fix")])
+    (True, "deploy rewrite runs/x/freeze/frozen.pb --target jetson_tx2 --auto -o rewritten.pb, then deploy check "
+           "rewritten.pb --target jetson_tx2")])
 def test_a_rewrite_that_leaves_the_model_not_deployable_says_what_to_do_next(monkeypatch, tmp_path, auto, words):
     """The stage's failure ends with the next step: auto (and the checkpoint) when it was off, else the check."""
     import pipeline.check.report as check_report
