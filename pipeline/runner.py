@@ -135,6 +135,7 @@ def write_run_record(report, config, target, started):
     record = {
         "run": report.run_dir.name,
         "config": str(getattr(config, "path", "") or ""),
+        "overrides": list(getattr(config, "_overrides", ()) or ()),
         "target": getattr(target, "name", None),
         "started": time.strftime(stamp, time.localtime(started)),
         "finished": time.strftime(stamp, time.localtime()),

@@ -109,8 +109,11 @@ def test_run_json_says_which_commit_and_which_config_made_the_run(setup, monkeyp
     record = json.loads((setup.run_dir / "run.json").read_text())
     assert record["commit"] is None and record["commit_source"] is None  # tmp_path is no git tree
     assert len(record["config_digest"]) == 64 and "settings" in record and "ci" not in record
+    assert record["overrides"] == []
     setup("stages.train.epochs=3")
-    assert json.loads((setup.run_dir / "run.json").read_text())["config_digest"] != record["config_digest"]
+    again = json.loads((setup.run_dir / "run.json").read_text())
+    assert again["config_digest"] != record["config_digest"]
+    assert again["overrides"] == ["stages.train.epochs=3"]  # the report's next command repeats them
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
                     "--allow-empty", "-m", "x"], check=True)

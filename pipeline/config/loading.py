@@ -48,6 +48,7 @@ def load_config(path, overrides=()):
         problems = in_file_order([_describe(err, source) for err in e.errors()])
         raise ConfigError(_joined(problems), problems)
     config._path = Path(path)
+    config._overrides = tuple(overrides)
     config._source = source
     return config
 

@@ -308,6 +308,7 @@ class Config(_Section):
     # Where the config came from (not part of the schema).
     _path: Optional[Path] = None
     _source: Optional[object] = None
+    _overrides: tuple = ()  # the --set KEY=VALUE texts it was loaded with (run.json keeps them: the report's next command)
 
     @property
     def path(self):

@@ -69,11 +69,11 @@ def to_onnx(graph_def, io, opset):
     return model
 
 
-BY_HAND = ("deploy run takes image models; deploy check {} --target TARGET prints the tf2onnx and trtexec commands "
+BY_HAND = ("deploy run takes image models; deploy check {} --target {} prints the tf2onnx and trtexec commands "
            "that take this one to an engine")
 
 
-def image_size(io, frozen_graph):
+def image_size(io, frozen_graph, target="TARGET"):
     """(height, width) of the graph's one NHWC image input (``pipeline.graph.io.image_input``): the images
     the comparison feeds. A second input that is dropout's keep probability is named as such."""
     from pipeline.graph.io import image_input
@@ -88,11 +88,11 @@ def image_size(io, frozen_graph):
                               "in training mode; strip the dropout (rewrite stage passes: [strip_dropout], or deploy "
                               "rewrite --pass strip_dropout) or export with training=False".format(keep_prob))
         raise DeployError("convert compares models with one image input; this graph has {} ({}): {}".format(
-            len(names), ", ".join(names), BY_HAND.format(frozen_graph)))
+            len(names), ", ".join(names), BY_HAND.format(frozen_graph, target)))
     image = image_input(io["inputs"])
     if image is None:
         raise DeployError("input {} has shape {}; convert needs a fixed-size NHWC image input: {}".format(
-            io["inputs"][0]["name"], io["inputs"][0].get("shape"), BY_HAND.format(frozen_graph)))
+            io["inputs"][0]["name"], io["inputs"][0].get("shape"), BY_HAND.format(frozen_graph, target)))
     return image[1], image[2]
 
 

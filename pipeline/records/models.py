@@ -50,6 +50,7 @@ class RunRecord(File):
     NAME, VERSION, FILE, WHAT, HINT = "run", 1, "run.json", "the run record", "run deploy run again"
     run: Optional[Str] = None
     config: Optional[Str] = None
+    overrides: Optional[List[Str]] = None  # the --set KEY=VALUE texts of the run
     target: Optional[Str] = None
     started: Optional[Str] = None
     finished: Optional[Str] = None

@@ -97,17 +97,34 @@ def open_items(run):
 def next_command(run, stage):
     """The command that moves ``stage`` (a stage table row, failed or pending) on, in words a user can
     paste; None when the run folder does not say enough."""
+    import shlex
+
     record = run.get("record") or {}
     config = record.get("config") or "CONFIG"
+    sets = [s for s in record.get("overrides") or () if isinstance(s, str)]
+    config += "".join(" --set " + shlex.quote(s) for s in sets)  # the run's own overrides (its model.source, ...)
     name, why = stage.get("name"), stage.get("message") or ""
     target = _target(run) or "TARGET"
     if stage.get("status") == "failed" and name in ("convert", "check"):  # check names each cause and its fix
-        return "deploy check {}/freeze/frozen.pb --target {}".format(run["dir"], target)
+        return "deploy check {} --target {}".format(_checked_graph(run, name), target)
     if stage.get("status") == "pending" and name == "engine":
         if "add a device:" in why:
             return "deploy run {} --set device.transport=ssh --set device.host=BOARD".format(config)
         return "deploy device probe {} (then deploy run {})".format(config, config)
     return "deploy run {}".format(config)
+
+
+def _checked_graph(run, failed):
+    """The frozen graph the failed stage read: the rewrite stage's output before convert when it ran, else the
+    freeze stage's; a run whose model.source was a frozen graph has neither (that stage was skipped): MODEL."""
+    from pathlib import Path
+
+    stages = ("rewrite", "freeze") if failed == "convert" else ("freeze",)
+    for stage in stages:
+        path = Path(run["dir"]) / stage / "frozen.pb"
+        if path.is_file():
+            return str(path)
+    return "MODEL"
 
 
 def accuracy_answer(run):

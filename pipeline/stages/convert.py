@@ -43,7 +43,7 @@ def convert(ctx):
 
     from pipeline.graph.io import image_input
 
-    size = image_size(io, frozen)
+    size = image_size(io, frozen, ctx.target.name)
     images, source = dataset_samples(ctx.config, ctx.options.compare_samples, size, image_input(io["inputs"])[3])
     comparison = compare_with_tf(graph_def, io, ctx.output("onnx"), images, source=source,
                                  tolerance=ctx.options.tolerance, frozen_graph=frozen)

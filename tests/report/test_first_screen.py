@@ -45,6 +45,8 @@ def failed_run(folder):
     for rel in ("convert/comparison.json", "benchmark/benchmark.json", "benchmark/manifest.json", "engine/manifest.json",
                 "convert/manifest.json"):
         (run / rel).unlink()
+    (run / "freeze").mkdir(exist_ok=True)
+    (run / "freeze" / "frozen.pb").write_bytes(b"")  # what convert read (no rewrite stage in this run)
     return run
 
 
@@ -96,6 +98,10 @@ def test_a_failed_run_says_no_and_what_failed_never_check_yes(tmp_path):
     assert "note deploy check said YES (predicted): the conversion is what counts" in words
     assert words.count(CONVERT_FAILED) == 1 and "failed convert: " + CONVERT_FAILED in words
     assert "next: deploy check {}/freeze/frozen.pb --target jetson_tx2".format(run) in words
+    (run / "rewrite").mkdir(exist_ok=True)
+    (run / "rewrite" / "frozen.pb").write_bytes(b"")  # convert read the rewrite stage's graph when it ran
+    assert "next: deploy check {}/rewrite/frozen.pb --target jetson_tx2".format(run) in answers_of(
+        write_report(run).read_text())
     assert "not run engine, benchmark: an earlier stage failed" in words
     assert "not measured (the conversion failed)" in words and "not measured (the benchmark did not run)" in words
     head = page[:page.index('id="answers"')]
@@ -274,3 +280,13 @@ def test_a_no_the_check_reached_on_tf2onnx_output_says_so(tmp_path):
     assert "basis: converted: deploy check ran tf2onnx on the graph" in words
     assert "note 2 blockers on the onnx route" in words and "next: deploy run configs/jetson_tx2.yaml" in words
     assert "not measured (the convert stage did not run)" in words
+
+
+def test_the_next_command_repeats_the_run_s_own_overrides(tmp_path):
+    """A run started as `deploy run C --set model.zoo=null --set model.source=m.pb`: its report's next command said
+    `deploy run C` alone, which trains the config's zoo model instead of the user's."""
+    run = local_run(tmp_path / "jetson_tx2")
+    edit_json(run / "run.json", lambda d: d.update(overrides=["model.zoo=null", "model.source=my model.pb"]))
+    text = markdown_report(run)
+    assert "--set model.zoo=null --set 'model.source=my model.pb' --set device.transport=ssh --set device.host=BOARD" \
+        in text, text
