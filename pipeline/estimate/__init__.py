@@ -79,13 +79,25 @@ def estimate_model(path, targets, precision="fp16", batches=(1,), input_shapes=N
         return _estimate_model(path, targets, precision, batches, input_shapes, signature, outlive)
 
 
+def too_little_costed(layers):
+    """True when an estimate of ``layers`` would be meaningless: no layer costed, or most of them (reformats aside)
+    with shapes the engine model could not follow, which count nothing."""
+    countable = [layer for layer in layers if layer.kind != "reformat"]
+    unknown = [layer for layer in countable if not layer.known]
+    return not any(layer.known and layer.flops for layer in layers) or 2 * len(unknown) > len(countable)
+
+
 def nothing_costed(graph, layers):
-    """Why no layer of ``graph`` was costed (each input's open sizes are refused before): the ops where the
-    shapes stopped, or that it has no layer the engine model costs."""
-    stopped = next((layer for layer in layers if not layer.known and layer.kind != "reformat"), None)
+    """Why ``graph``'s layers were too little costed for an estimate (each input's open sizes are refused before):
+    the op where the shapes stopped, or that it has no layer the engine model costs."""
+    countable = [layer for layer in layers if layer.kind != "reformat"]
+    stopped = next((layer for layer in countable if not layer.known), None)
     if stopped is not None:  # layers are in graph order: the first whose shapes were not followed
-        return ("no layer's shape could be followed from the inputs ({}): they stop at {} ({}), an op the engine model "
-                "does not follow; measure it on a board (deploy run, or trtexec on its ONNX model)".format(
+        known = sum(1 for layer in countable if layer.known)
+        return ("{} from the inputs ({}): they stop at {} ({}), an op the engine model does not follow; measure it on "
+                "a board (deploy run, or trtexec on its ONNX model)".format(
+                    "no layer's shape could be followed" if not known else
+                    "only {} of {} layers' shapes could be followed".format(known, len(countable)),
                     ", ".join(graph.inputs) or "none", stopped.name, "/".join(stopped.ops) or stopped.kind))
     return ("none of its layers is one the engine model costs (convolutions, matrix products, pooling, element-wise: "
             "docs/estimate.md); measure it on a board (deploy run, or trtexec on its ONNX model)")
@@ -104,7 +116,7 @@ def _estimate_model(path, targets, precision, batches, input_shapes, signature, 
         raise DeployError("{}: the graph has a loop ({}): its body runs a number of times the engine model cannot count "
                           "offline; estimate an unrolled model (Keras: LSTM(unroll=True) with a fixed sequence length) "
                           "or measure it on a board (deploy run)".format(path, ", ".join(loops)))
-    if not any(layer.known and layer.flops for layer in layers):
+    if too_little_costed(layers):
         raise DeployError("{}: {}".format(path, nothing_costed(graph, layers)))
     estimates = [estimate_layers(layers, t, precision, b) for t in targets for b in batches]
     known = [layer for layer in layers if layer.known]

@@ -92,9 +92,9 @@ def _estimate(path, target_name, signature, nodes, mode):
                 .format(", ".join(loops))}
     with gc_paused():
         layers = engine_layers(graph, None, precision)
-    if not any(layer.known and layer.flops for layer in layers):
-        from pipeline.estimate import nothing_costed
+    from pipeline.estimate import nothing_costed, too_little_costed
 
+    if too_little_costed(layers):
         return {"made": False, "reason": nothing_costed(graph, layers)}
     e = estimate_layers(layers, target.name, precision, 1)
     block = {"made": True, "target": target.name, "board": target.family.split(" (")[0] or target.name}
