@@ -136,13 +136,14 @@ def _removable(graph, names):
 
 
 def _boundary(graph, members, fam):
-    """Where to cut: after an input pipeline (its consumers outside it), before post-processing (its inputs)."""
+    """Where to cut: an input pipeline's own nodes that the model reads (the cut pass turns the node named into a
+    placeholder: naming its consumer, the first conv, would drop that conv and its weights), before post-processing
+    (its inputs)."""
     out = []
     if fam.name == "input_pipeline":
         for name in members:
-            for consumer in graph.consumers(name):
-                if consumer.name not in members and consumer.name not in out:
-                    out.append(consumer.name)
+            if any(consumer.name not in members for consumer in graph.consumers(name)) and name not in out:
+                out.append(name)
     else:
         for name in members:
             for inp in graph.nodes[name].inputs:

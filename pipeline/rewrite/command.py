@@ -38,12 +38,13 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
     progress = progress or Progress("quiet")
     with progress.step("rewrite {}: reading".format(model)):
         graph = TFGraph.load(model)
+        options = options or {}
+        pass_names, first = _cut_first(graph, list(pass_names), options)
         io = graph_io(graph, model, outputs)
         screen_graph(graph.graph_def, model, outputs=[o["name"] for o in io["outputs"]])  # before anything runs
         ref = TFGraph.load(reference) if reference else None
         from pipeline.rewrite.feed import check_feed
 
-        options = options or {}
         shape = options.get("set_input_shape", {}) if "set_input_shape" in pass_names or auto else {}
         feed = check_feed(graph, io, dataset, samples,
                           (shape.get("input"), shape["shape"]) if shape.get("shape") else None,
@@ -51,7 +52,8 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
     with progress.step("rewrite: checking it for {} (before)".format(target.name)):
         before = check_graph(view(graph), target)
     nodes_before = len(graph.graph_def.node)
-    receipt = apply_passes(graph, io, list(pass_names), options, feed, tolerance, ref, progress) if pass_names else []
+    receipt = first + (apply_passes(graph, io, list(pass_names), options, feed, tolerance, ref, progress)
+                       if pass_names else [])
     current = None if pass_names else before  # the graph's report as it is now, when no pass has run
     if auto:
         more, current = rewrite_auto(graph, io, target, options, feed, tolerance, ref, progress, report=current)
@@ -72,6 +74,28 @@ def rewrite_model(model, target, pass_names=(), auto=False, options=None, refere
         "io": io,
     }
     return graph, io, summary, after
+
+
+def _cut_first(graph, pass_names, options):
+    """A graph with no input to feed (a TF1 queue or reader pipeline) gets its inputs from the cut pass: applied
+    first, before the graph's inputs are read and before anything runs (nothing could be fed before it), unchecked.
+    Returns (the passes left, the cut's receipt entry or [])."""
+    from pipeline.graph.io import INPUT_OPS
+    from pipeline.rewrite import registry
+
+    if "cut" not in pass_names or any(n.op in INPUT_OPS for n in graph.graph_def.node):
+        return pass_names, []
+    opts = dict(options.get("cut") or {})
+    if "inputs" not in opts:
+        raise DeployError("rewrite pass cut needs option inputs (stages.rewrite.options.cut.inputs)")
+    before = graph.op_counts()
+    sites = registry("tf")["cut"].func(graph, opts) or []
+    after = graph.op_counts()
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in sorted(set(before) | set(after))
+             if after.get(k, 0) != before.get(k, 0)}
+    entry = {"pass": "cut", "sites": list(sites), "ops": delta, "changes_behaviour": False,
+             "comparison": {"against": "not compared: the graph had no input to feed before the cut made them"}}
+    return [n for n in pass_names if n != "cut"], [entry]
 
 
 def _load_onnx(model_path):

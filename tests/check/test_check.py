@@ -105,7 +105,8 @@ def test_queue_fed_input_pipeline_says_where_to_cut(models):
     assert [f.op for f in route(report, "onnx").findings if f.severity == "blocker"] == ["DecodeJpeg"]
     finding = route(report, "onnx").findings[0]
     assert finding.cause.startswith("the input pipeline (file reading, decoding, queues, tf.data) is baked into the graph")
-    assert finding.fix.startswith("cut the graph at ExpandDims (make it the input)") and finding.rewrite == "cut"
+    # the pipeline's own output (the cut turns the node named into the placeholder; ExpandDims was its consumer)
+    assert finding.fix.startswith("cut the graph at decode (make it the input)") and finding.rewrite == "cut"
     assert set(blockers(report, "uff")) == {"FIFOQueueV2", "QueueDequeueV2", "DecodeJpeg", "Cast",
                                             "DecodeJpeg/FIFOQueueV2/QueueDequeueV2"}
     # no placeholder, a queue for input: not an inference graph, NO on every route (TF-TRT included)
@@ -113,8 +114,8 @@ def test_queue_fed_input_pipeline_says_where_to_cut(models):
     assert [sorted(f.nodes) for f in graph_level] == [["decode", "dequeue", "input_queue"]]
     assert graph_level[0].cause == ("not an inference graph: its input is a queue/reader/dataset pipeline (3 nodes: "
                                     "DecodeJpeg, FIFOQueueV2, QueueDequeueV2) and it has no placeholder to feed")
-    assert graph_level[0].fix.startswith("cut the graph at ExpandDims so it becomes the input: deploy rewrite --pass cut "
-                                         "--cut ExpandDims=N,H,W,C; or export the inference graph")
+    assert graph_level[0].fix.startswith("cut the graph at decode so it becomes the input: deploy rewrite --pass cut "
+                                         "--cut decode=N,H,W,C; or export the inference graph")
     assert blockers(report, "tftrt") == {"DecodeJpeg/FIFOQueueV2/QueueDequeueV2": ["decode", "dequeue", "input_queue"]}
     assert not report.deployable and report.prediction is None  # cut needs options: no automatic fix
 

@@ -111,3 +111,29 @@ def test_onnx_rewrite_checks_the_model_in_memory_and_reads_the_file_no_more(tmp_
     again = check_graph(readers.read_model(written), target)
     assert after.to_dict()["routes"] == again.to_dict()["routes"]
     assert [f.nodes for f in after.route("onnx").accepted_but_wrong] == [["mean"]]  # read from the ModelProto
+
+
+@pytest.mark.tf
+def test_a_queue_fed_graph_is_cut_where_the_check_says_and_then_has_an_input(tmp_path):
+    """The check's advice for a TF1 queue pipeline named the first consumer outside it (the cut pass then replaced
+    that node, a conv and its weights, by a placeholder), and deploy rewrite refused the graph before the cut could
+    run ("found 0 Placeholders"): the cut now names the pipeline's own output, and runs first, unchecked."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "check"))
+    import fixtures
+
+    from pipeline.check import check_model
+    from pipeline.rewrite.command import rewrite_model
+    from pipeline.targets import load_target
+
+    path = fixtures.queue_graph(tmp_path / "queue.pb")
+    report = check_model(path, load_target("jetson_tx2"), convert=False)
+    fixes = [f.fix for r in report.routes for f in r.findings + report.findings if "--cut" in f.fix]
+    assert fixes and all("--cut decode=" in fix for fix in fixes), fixes
+    graph, io, summary, after = rewrite_model(path, load_target("jetson_tx2"), ["cut"],
+                                              options={"cut": {"inputs": {"decode": [8, 8, 3]}}}, outputs=["output"])
+    assert [i["name"] for i in io["inputs"]] == ["decode"] and summary["passes"][0]["pass"] == "cut"
+    assert summary["passes"][0]["comparison"]["against"].startswith("not compared: the graph had no input")
+    assert not any(f.kind == "not_inference_graph" for f in after.findings)
