@@ -271,8 +271,16 @@ def check_tftrt(graph, target, table, by_node, skip=frozenset(), share=None, ind
             "TF-TRT has no converter for {}: these nodes run in TensorFlow, outside the TensorRT engines".format(op),
             "nothing blocks; for speed, replace {} or take the onnx/uff route".format(op)))
     total = sum(len(names) for names in stay.values())
-    result.note = "{} node(s) stay in TensorFlow".format(total) if total else "every node converts"
     result.share = tftrt_share(graph, supported, skip, flops=share, index=index)
+    if total:
+        result.note = "{} node(s) stay in TensorFlow".format(total)
+    elif result.share and result.share.get("nodes", 1.0) < 1.0:  # converters for every op, but segments too small
+        from pipeline.check.compute import MINIMUM_SEGMENT_SIZE
+
+        result.note = ("every op has a converter, but connected runs of fewer than {} nodes stay in TensorFlow "
+                       "(TF-TRT's minimum_segment_size)".format(MINIMUM_SEGMENT_SIZE))
+    else:
+        result.note = "every node converts"
     _accepted_but_wrong(result, graph, by_node, lambda op: True, skip=skip)
     return result
 

@@ -388,3 +388,21 @@ def test_the_trtexec_the_host_names_is_where_the_agent_looks_first():
     from pipeline.files import TRTEXEC
 
     assert TRTEXEC == CANDIDATES[0]
+
+
+def test_tftrt_says_why_every_op_converts_yet_tensorrt_runs_a_fraction(models):
+    """An id model (Gather, Mean, a couple of ops): every op has a TF-TRT converter, but no connected run reaches
+    the minimum segment size. The route said "every node converts" beside "TensorRT runs 0% of the nodes"."""
+    import onnx  # noqa: F401 - the check's ONNX side is installed (the route is TF-TRT's, built from the graph)
+    from pipeline.check.routes import check_tftrt
+    from pipeline.graph import proto
+    from pipeline.graph.tf_reader import frozen_view
+    from pipeline.targets.optables import load_op_table
+
+    graph_def = proto.GraphDef()
+    x = graph_def.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = proto.DataType["DT_FLOAT"]
+    graph_def.node.add(name="relu", op="Relu", input=["x"]).attr["T"].type = proto.DataType["DT_FLOAT"]
+    result = check_tftrt(frozen_view(graph_def, "g.pb", "frozen_pb"), tx2(), load_op_table("tftrt"), {})
+    assert result.share["nodes"] < 1.0 and "every node converts" not in result.note
+    assert result.note.startswith("every op has a converter, but connected runs of fewer than 3 nodes")
