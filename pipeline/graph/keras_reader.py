@@ -20,6 +20,7 @@ import re
 
 from pipeline.errors import DeployError
 from pipeline.graph.tf_reader import lazy_tensor_types, pruned_view
+from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV, custom_objects  # noqa: F401 - re-exported: the readers' opt-in
 
 
 def read_keras(path):
@@ -95,7 +96,6 @@ def read_keras(path):
     return graph
 
 
-CUSTOM_OBJECTS_ENV = "DEPLOY_CUSTOM_OBJECTS"  # set by --custom-objects FILE.py (and inherited by child processes)
 _KERAS_MODULES = ("keras", "tf_keras", "tensorflow")
 
 
@@ -121,45 +121,6 @@ def custom_classes(config):
 
     walk(config)
     return found
-
-
-def custom_objects():
-    """{name: object} from the user's --custom-objects FILE.py (``DEPLOY_CUSTOM_OBJECTS``), or {} when
-    not opted in. Opting in runs the file's code, as --trust-model runs a Lambda's: only for files you
-    trust. The file's ``CUSTOM_OBJECTS`` dict if it has one, else every class and function it defines,
-    by name (and by "package>name" for a class registered with keras.saving.register_keras_serializable)."""
-    import os
-
-    path = os.environ.get(CUSTOM_OBJECTS_ENV)
-    if not path:
-        return {}
-    if not os.path.isfile(path):
-        raise DeployError("--custom-objects {}: no such file; pass the Python file that defines your Keras layer "
-                          "classes".format(path))
-    import runpy
-
-    try:
-        namespace = runpy.run_path(path, run_name="deploy_custom_objects")
-    except Exception as e:  # the user's code: any error, named with its file
-        raise DeployError("--custom-objects {}: running it failed ({}: {}); fix the file".format(
-            path, type(e).__name__, (str(e).strip().splitlines() or [""])[0]))
-    given = namespace.get("CUSTOM_OBJECTS")
-    if isinstance(given, dict):
-        return dict(given)
-    objects = {}
-    for name, value in namespace.items():
-        if name.startswith("_") or getattr(value, "__module__", None) != "deploy_custom_objects":
-            continue
-        objects[name] = value
-    import keras
-
-    for name, value in list(objects.items()):
-        try:
-            registered = keras.saving.get_registered_name(value)
-        except Exception:  # noqa: BLE001 - not a Keras object
-            continue
-        objects.setdefault(registered, value)
-    return objects
 
 
 def _custom_message(path, missing):

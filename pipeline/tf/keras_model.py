@@ -13,6 +13,7 @@ from pathlib import Path
 from pipeline.errors import DeployError
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+CUSTOM_OBJECTS_ENV = "DEPLOY_CUSTOM_OBJECTS"  # set by --custom-objects FILE.py (and inherited by child processes)
 
 
 def keras_file_problem(path):
@@ -76,7 +77,6 @@ def load_keras_model(path):
     import_tf()
     import keras
 
-    from pipeline.graph.keras_reader import custom_objects
     from pipeline.tf.screen import trusted
 
     objects = custom_objects()  # {} unless opted in; its own errors are DeployErrors naming the file
@@ -96,3 +96,42 @@ def _load_advice(message):
         return ("it uses layer classes deploy cannot import: pass --custom-objects FILE.py (the file that defines "
                 "them)")
     return "save it again with model.save('model.keras')"
+
+
+def custom_objects():
+    """{name: object} from the user's --custom-objects FILE.py (``DEPLOY_CUSTOM_OBJECTS``), or {} when
+    not opted in. Opting in runs the file's code, as --trust-model runs a Lambda's: only for files you
+    trust. The file's ``CUSTOM_OBJECTS`` dict if it has one, else every class and function it defines,
+    by name (and by "package>name" for a class registered with keras.saving.register_keras_serializable)."""
+    import os
+
+    path = os.environ.get(CUSTOM_OBJECTS_ENV)
+    if not path:
+        return {}
+    if not os.path.isfile(path):
+        raise DeployError("--custom-objects {}: no such file; pass the Python file that defines your Keras layer "
+                          "classes".format(path))
+    import runpy
+
+    try:
+        namespace = runpy.run_path(path, run_name="deploy_custom_objects")
+    except Exception as e:  # the user's code: any error, named with its file
+        raise DeployError("--custom-objects {}: running it failed ({}: {}); fix the file".format(
+            path, type(e).__name__, (str(e).strip().splitlines() or [""])[0]))
+    given = namespace.get("CUSTOM_OBJECTS")
+    if isinstance(given, dict):
+        return dict(given)
+    objects = {}
+    for name, value in namespace.items():
+        if name.startswith("_") or getattr(value, "__module__", None) != "deploy_custom_objects":
+            continue
+        objects[name] = value
+    import keras
+
+    for name, value in list(objects.items()):
+        try:
+            registered = keras.saving.get_registered_name(value)
+        except Exception:  # noqa: BLE001 - not a Keras object
+            continue
+        objects.setdefault(registered, value)
+    return objects
