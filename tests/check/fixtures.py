@@ -225,3 +225,55 @@ def seed_scenario(directory):
     ref_pb = _freeze(tf, graph, sess, ["probabilities"], directory / "reference.pb")
     sess.close()
     return train_pb, prefix, ref_pb
+
+
+def tf1_switch_graph(path, keep_prob="with_default", keep_default=1.0, training_default=False, ref_variables=False,
+                     mean=None, variance=None):
+    """TF1's training switches, the field's pattern: input -> conv -> tf.cond(is_training, bn training, bn inference)
+    -> relu [-> dropout(keep_prob)] -> mean -> dense -> softmax "probabilities", frozen with
+    convert_variables_to_constants. ``keep_prob``: "with_default" (placeholder_with_default(keep_default)), "fed" (a
+    plain placeholder) or None (no dropout); ``is_training``: placeholder_with_default(training_default);
+    ``ref_variables``: TF1's reference variables (read through NAME/read); ``mean``/``variance``: the moving
+    statistics (drawn when not given: not the identity, so a wrong pick shows)."""
+    tf = _tf()
+    v1 = tf.compat.v1
+    rng = np.random.RandomState(0)
+    graph = tf.Graph()
+    v1.disable_control_flow_v2()  # TF1's tf.cond: Switch / Merge, as TF 1.x wrote it
+    try:
+        with graph.as_default():
+            x = v1.placeholder(tf.float32, [None, 6, 6, 3], name="input")
+            is_training = v1.placeholder_with_default(training_default, [], name="is_training")
+            keep = None
+            if keep_prob == "with_default":
+                keep = v1.placeholder_with_default(keep_default, [], name="keep_prob")
+            elif keep_prob == "fed":
+                keep = v1.placeholder(tf.float32, [], name="keep_prob")
+            w = v1.get_variable("conv/weights", initializer=rng.randn(3, 3, 3, 4).astype("float32"))
+            y = tf.nn.conv2d(x, w, strides=1, padding="SAME")
+            with v1.variable_scope("bn"):
+                resource = not ref_variables
+                mean = rng.randn(4).astype("float32") if mean is None else mean
+                variance = rng.rand(4).astype("float32") + 0.5 if variance is None else variance
+                gamma = v1.get_variable("gamma", initializer=np.full(4, 1.5, "float32"), use_resource=resource)
+                beta = v1.get_variable("beta", initializer=np.full(4, 0.25, "float32"), use_resource=resource)
+                moving_mean = v1.get_variable("moving_mean", initializer=mean, trainable=False, use_resource=resource)
+                moving_var = v1.get_variable("moving_variance", initializer=variance, trainable=False,
+                                             use_resource=resource)
+                y = v1.cond(is_training,
+                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, epsilon=1e-3, is_training=True)[0],
+                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, mean=moving_mean, variance=moving_var,
+                                                           epsilon=1e-3, is_training=False)[0])
+            y = tf.nn.relu(y)
+            if keep is not None:
+                y = v1.nn.dropout(y, keep_prob=keep)
+            y = tf.reduce_mean(y, axis=[1, 2])
+            fw = v1.get_variable("fc/weights", initializer=rng.randn(4, 3).astype("float32"))
+            tf.nn.softmax(tf.matmul(y, fw), name="probabilities")
+            with v1.Session(graph=graph) as sess:
+                sess.run(v1.global_variables_initializer())
+                frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), ["probabilities"])
+    finally:
+        v1.enable_control_flow_v2()
+    path.write_bytes(frozen.SerializeToString())
+    return path

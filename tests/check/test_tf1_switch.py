@@ -4,6 +4,7 @@ with convert_variables_to_constants (the field's pattern). Unfed, the graph runs
 in TensorFlow and as tf2onnx converts it (the placeholders become ONNX inputs whose initializers
 hold the defaults): the check must not call the dropout random, but name the switch."""
 
+import fixtures
 import numpy as np
 import pytest
 
@@ -16,46 +17,9 @@ DROPOUT = ["dropout/GreaterEqual", "dropout/SelectV2", "dropout/random_uniform/R
 
 
 def switch_graph(path, keep_default=1.0, training_default=False, keep_op="with_default"):
-    """input -> conv -> tf.cond(is_training, bn training, bn inference) -> relu -> dropout(keep_prob)
-    -> mean -> dense -> softmax, frozen; moving statistics not the identity, so a wrong pick shows."""
-    from pipeline.tf import import_tf
-
-    tf = import_tf()
-    v1 = tf.compat.v1
-    rng = np.random.RandomState(0)
-    graph = tf.Graph()
-    v1.disable_control_flow_v2()  # TF1's tf.cond: Switch / Merge, as TF 1.x wrote it
-    try:
-        with graph.as_default():
-            x = v1.placeholder(tf.float32, [None, 6, 6, 3], name="input")
-            is_training = v1.placeholder_with_default(training_default, [], name="is_training")
-            if keep_op == "with_default":
-                keep_prob = v1.placeholder_with_default(keep_default, [], name="keep_prob")
-            else:
-                keep_prob = v1.placeholder(tf.float32, [], name="keep_prob")
-            w = v1.get_variable("conv/weights", initializer=rng.randn(3, 3, 3, 4).astype("float32"))
-            y = tf.nn.conv2d(x, w, strides=1, padding="SAME")
-            with v1.variable_scope("bn"):
-                gamma = v1.get_variable("gamma", initializer=np.full(4, 1.5, "float32"))
-                beta = v1.get_variable("beta", initializer=np.full(4, 0.25, "float32"))
-                mean = v1.get_variable("moving_mean", initializer=rng.randn(4).astype("float32"), trainable=False)
-                var = v1.get_variable("moving_variance", initializer=rng.rand(4).astype("float32") + 0.5,
-                                      trainable=False)
-                y = v1.cond(is_training,
-                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, epsilon=1e-3, is_training=True)[0],
-                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, mean=mean, variance=var, epsilon=1e-3,
-                                                           is_training=False)[0])
-            y = v1.nn.dropout(tf.nn.relu(y), keep_prob=keep_prob)
-            y = tf.reduce_mean(y, axis=[1, 2])
-            fw = v1.get_variable("fc/weights", initializer=rng.randn(4, 3).astype("float32"))
-            tf.nn.softmax(tf.matmul(y, fw), name="probabilities")
-            with v1.Session(graph=graph) as sess:
-                sess.run(v1.global_variables_initializer())
-                frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), ["probabilities"])
-    finally:
-        v1.enable_control_flow_v2()
-    path.write_bytes(frozen.SerializeToString())
-    return path
+    """The field's TF1 switch graph with dropout (fixtures.tf1_switch_graph)."""
+    return fixtures.tf1_switch_graph(path, keep_prob=keep_op, keep_default=keep_default,
+                                     training_default=training_default)
 
 
 @pytest.mark.tf
@@ -110,7 +74,7 @@ def test_check_names_the_switch_instead_of_calling_it_random(tmp_path):
 @pytest.mark.parametrize("keep", [0.5, "fed"])
 def test_near_miss_a_keep_probability_below_one_or_fed_stays_random(tmp_path, keep):
     path = switch_graph(tmp_path / "switch.pb", keep_default=0.5 if keep == 0.5 else 1.0,
-                        keep_op="with_default" if keep == 0.5 else "placeholder")
+                        keep_op="with_default" if keep == 0.5 else "fed")
     (match,) = dropout_matches(read_model(path))
     assert match.stochastic and match.fed_by == ["keep_prob"]
     assert match.cause.endswith("fed by placeholder keep_prob: the output is random")

@@ -14,41 +14,15 @@ VARIANCE = np.array([0.6, 1.4, 0.9, 2.0], "float32")
 
 
 def switch_graph(path, training_default=False, ref_variables=False):
-    """input -> conv -> tf.cond(is_training, bn training, bn inference) -> relu -> mean -> dense, frozen.
-    ``ref_variables``: TF1's reference variables (tf.compat.v1.disable_v2_behavior()), read through NAME/read."""
-    from pipeline.tf import import_tf
+    """The field's TF1 switch graph without dropout, moving statistics MEAN and VARIANCE (fixtures.tf1_switch_graph)."""
+    import sys
+    from pathlib import Path
 
-    tf = import_tf()
-    v1 = tf.compat.v1
-    rng = np.random.RandomState(0)
-    graph = tf.Graph()
-    v1.disable_control_flow_v2()  # TF1's tf.cond: Switch / Merge
-    try:
-        with graph.as_default():
-            x = v1.placeholder(tf.float32, [None, 6, 6, 3], name="input")
-            is_training = v1.placeholder_with_default(training_default, [], name="is_training")
-            w = v1.get_variable("conv/weights", initializer=rng.randn(3, 3, 3, 4).astype("float32"))
-            y = tf.nn.conv2d(x, w, strides=1, padding="SAME")
-            with v1.variable_scope("bn"):
-                resource = not ref_variables
-                gamma = v1.get_variable("gamma", initializer=np.full(4, 1.5, "float32"), use_resource=resource)
-                beta = v1.get_variable("beta", initializer=np.full(4, 0.25, "float32"), use_resource=resource)
-                mean = v1.get_variable("moving_mean", initializer=MEAN, trainable=False, use_resource=resource)
-                var = v1.get_variable("moving_variance", initializer=VARIANCE, trainable=False, use_resource=resource)
-                y = v1.cond(is_training,
-                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, epsilon=1e-3, is_training=True)[0],
-                            lambda: v1.nn.fused_batch_norm(y, gamma, beta, mean=mean, variance=var, epsilon=1e-3,
-                                                           is_training=False)[0])
-            y = tf.reduce_mean(tf.nn.relu(y), axis=[1, 2])
-            fw = v1.get_variable("fc/weights", initializer=rng.randn(4, 3).astype("float32"))
-            tf.nn.softmax(tf.matmul(y, fw), name="probabilities")
-            with v1.Session(graph=graph) as sess:
-                sess.run(v1.global_variables_initializer())
-                frozen = v1.graph_util.convert_variables_to_constants(sess, graph.as_graph_def(), ["probabilities"])
-    finally:
-        v1.enable_control_flow_v2()
-    path.write_bytes(frozen.SerializeToString())
-    return path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "check"))
+    import fixtures
+
+    return fixtures.tf1_switch_graph(path, keep_prob=None, training_default=training_default,
+                                     ref_variables=ref_variables, mean=MEAN, variance=VARIANCE)
 
 
 def run(serialized, x, feed=None):
