@@ -124,7 +124,7 @@ def _opt_ins():
     """The opt-ins this check ran with (--custom-objects, --trust-model): deploy run needs them to load the same model."""
     import os
 
-    from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+    from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV
     from pipeline.tf.screen import trusted
 
     flags = " --custom-objects {}".format(os.environ[CUSTOM_OBJECTS_ENV]) if os.environ.get(CUSTOM_OBJECTS_ENV) else ""

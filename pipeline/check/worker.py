@@ -277,7 +277,7 @@ def _freeze_keras(path):
     problem = keras_file_problem(path)
     if problem:
         raise DeployError("{}: {}".format(path, problem))
-    from pipeline.graph.keras_reader import custom_objects
+    from pipeline.tf.keras_model import custom_objects
 
     try:
         with keras.saving.custom_object_scope(custom_objects()):  # {} unless the user opted in (--custom-objects)

@@ -168,7 +168,7 @@ def use_custom_objects(args):
     if getattr(args, "custom_objects", None):
         import os
 
-        from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+        from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV
 
         os.environ[CUSTOM_OBJECTS_ENV] = os.path.abspath(args.custom_objects)
 

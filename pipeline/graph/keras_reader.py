@@ -20,7 +20,7 @@ import re
 
 from pipeline.errors import DeployError
 from pipeline.graph.tf_reader import lazy_tensor_types, pruned_view
-from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV, custom_objects  # noqa: F401 - re-exported: the readers' opt-in
+from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV, custom_objects
 
 
 def read_keras(path):

@@ -82,6 +82,7 @@ def _cut_first(graph, pass_names, options):
     Returns (the passes left, the cut's receipt entry or [])."""
     from pipeline.graph.io import INPUT_OPS
     from pipeline.rewrite import registry
+    from pipeline.rewrite.engine import op_delta
 
     if "cut" not in pass_names or any(n.op in INPUT_OPS for n in graph.graph_def.node):
         return pass_names, []
@@ -90,10 +91,7 @@ def _cut_first(graph, pass_names, options):
         raise DeployError("rewrite pass cut needs option inputs (stages.rewrite.options.cut.inputs)")
     before = graph.op_counts()
     sites = registry("tf")["cut"].func(graph, opts) or []
-    after = graph.op_counts()
-    delta = {k: after.get(k, 0) - before.get(k, 0) for k in sorted(set(before) | set(after))
-             if after.get(k, 0) != before.get(k, 0)}
-    entry = {"pass": "cut", "sites": list(sites), "ops": delta, "changes_behaviour": False,
+    entry = {"pass": "cut", "sites": list(sites), "ops": op_delta(before, graph.op_counts()), "changes_behaviour": False,
              "comparison": {"against": "not compared: the graph had no input to feed before the cut made them"}}
     return [n for n in pass_names if n != "cut"], [entry]
 

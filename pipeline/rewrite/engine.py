@@ -198,7 +198,7 @@ def run_passes(subject, names, options, tolerance=1e-4, reference_outputs=None, 
             skipped = getattr(subject, "skipped", None)
             before = None if p.changes_behaviour or skipped else subject.run()
             sites = subject.apply(p, opts)
-            delta = _delta(before_counts, subject.op_counts())
+            delta = op_delta(before_counts, subject.op_counts())
             entry = {"pass": name, "sites": list(sites), "ops": delta, "changes_behaviour": p.changes_behaviour}
             if (sites or delta) and skipped:
                 entry["comparison"] = {"against": "not compared: " + skipped}
@@ -212,7 +212,8 @@ def run_passes(subject, names, options, tolerance=1e-4, reference_outputs=None, 
     return receipt
 
 
-def _delta(before, after):
+def op_delta(before, after):
+    """{op: change in count} of the ops whose count a pass changed (a receipt's ``ops``)."""
     keys = sorted(set(before) | set(after))
     return {k: after.get(k, 0) - before.get(k, 0) for k in keys if after.get(k, 0) != before.get(k, 0)}
 

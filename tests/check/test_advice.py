@@ -180,7 +180,7 @@ _CUSTOM_OBJECTS = textwrap.dedent('''
 
 def test_custom_layers_are_named_and_every_route_named_reads(tmp_path, monkeypatch):
     from pipeline.errors import DeployError
-    from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+    from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV
 
     script = tmp_path / "user_train.py"
     script.write_text(_USER_SCRIPT)

@@ -43,7 +43,7 @@ def _custom_model(tmp_path):
 @pytest.mark.tf
 def test_the_export_loader_takes_the_user_s_custom_objects_and_says_so_without_them(tmp_path, monkeypatch):
     from pipeline.errors import DeployError
-    from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+    from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV
     from pipeline.tf.keras_model import load_keras_model
 
     path, objects = _custom_model(tmp_path)
@@ -57,7 +57,7 @@ def test_the_export_loader_takes_the_user_s_custom_objects_and_says_so_without_t
 
 def test_a_yes_names_the_opt_ins_the_check_ran_with(monkeypatch):
     from pipeline.check.report import next_command
-    from pipeline.graph.keras_reader import CUSTOM_OBJECTS_ENV
+    from pipeline.tf.keras_model import CUSTOM_OBJECTS_ENV
     from pipeline.tf.screen import TRUST_ENV
 
     report = SimpleNamespace(deployable=True, target={"name": "jetson_tx2", "max_opset": 13}, routes=[], model={
